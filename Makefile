@@ -1,0 +1,57 @@
+# Extending PyTorch: a workbook.
+#   make lab    set up what is missing, then serve JupyterLab on notebooks/
+#   make test   set up what is missing, then run the whole test suite
+# Set-up is idempotent: when nothing changed it takes a second or two.
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+
+# What each Debian package provides, as "package:probe" (the probe tells whether it is present).
+SYSTEM_NEEDS := g++:g++ cmake:cmake ninja-build:ninja ccache:ccache make:make \
+                libopencv-dev:/usr/include/opencv4/opencv2/core.hpp python3-venv:ensurepip
+
+.PHONY: setup lab test notebooks bench system-packages
+
+setup: system-packages $(VENV)/.installed
+
+lab: setup
+	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+
+test: setup
+	$(PY) -m pytest
+
+# Regenerate notebooks/ from solutions/ (never over a learner's edits) and store real outputs.
+notebooks: setup
+	$(PY) -m workbook.generate --execute
+
+system-packages:
+	@missing=""; \
+	for need in $(SYSTEM_NEEDS); do \
+	  package=$${need%%:*}; probe=$${need#*:}; \
+	  case $$probe in \
+	    /*) [ -e "$$probe" ] ;; \
+	    ensurepip) $(PYTHON) -c 'import ensurepip' 2>/dev/null ;; \
+	    *) command -v "$$probe" >/dev/null ;; \
+	  esac || missing="$$missing $$package"; \
+	done; \
+	[ -z "$$missing" ] && exit 0; \
+	if ! command -v apt-get >/dev/null; then \
+	  echo "Missing system tools (Debian names):$$missing. Install them with your package manager," \
+	       "or use the conda route: conda env create -f environment.yml"; exit 1; \
+	fi; \
+	if [ "$$(id -u)" = 0 ]; then sudo=""; \
+	elif sudo -n true 2>/dev/null; then sudo="sudo"; \
+	else echo "Missing system packages. Run:  sudo apt-get install -y$$missing  and then this command again."; exit 1; fi; \
+	echo "Installing system packages:$$missing"; \
+	$$sudo apt-get update -qq && \
+	DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -qq --no-install-recommends$$missing >/dev/null || \
+	  { echo "apt-get could not install:$$missing"; exit 1; }
+
+$(VENV)/.installed: requirements.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV) with $(PYTHON) -m venv."; exit 1; }
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "workbook.pth").write_text("$(CURDIR)\n")'
+	@cp requirements.txt $@

@@ -1,0 +1,19 @@
+"""Helpers shared by the workbook's notebooks and tests.
+
+Nothing here imports torch at import time, so `python -m workbook.generate` and the doctor's
+first checks work even before PyTorch is installed.
+"""
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+BUILD_DIR = REPO_ROOT / "build"
+CSRC_DIR = REPO_ROOT / "csrc"
+
+
+def relative_to_repo(path) -> str:
+    """A path as learners should see it: relative to the repository when it lies inside it."""
+    path = Path(path).resolve()
+    try:
+        return str(path.relative_to(REPO_ROOT))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,138 @@
+"""The exercise checks' shared machinery.
+
+A check is a function decorated with `@exercise("4.2 scatter_max")`. Its body calls the learner's
+code and raises `Mistake` with a plain-words explanation when something is off. The decorator
+turns that into an `Outcome`, displayed in the notebook as one line:
+
+    ✔ Exercise 4.2 scatter_max: passed
+    ✘ Exercise 4.2 scatter_max: failed — argindex is wrong at position 3: expected 0, got 2
+    … Exercise 4.2 scatter_max: not attempted yet
+
+An untouched stub (`raise NotImplementedError`, or a C++ `TORCH_CHECK(false, "not attempted yet")`)
+is reported as *not attempted yet*, and the notebook keeps running. For grading
+(`nbgrader autograde`) or tests, set WORKBOOK_STRICT=1 or call `.require()`: anything but a pass
+then raises `ExerciseFailed`, which is what marks a grade cell as failed.
+"""
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+
+NOT_ATTEMPTED = "not attempted yet"
+PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+_SYMBOLS = {PASSED: "✔", FAILED: "✘", NOT_ATTEMPTED: "…", SKIPPED: "○"}
+
+
+class Mistake(AssertionError):
+    """Raised by a check body: the learner's code runs but does the wrong thing."""
+
+
+class Skip(Exception):
+    """Raised by a check body that cannot run here (for example: needs a GPU)."""
+
+
+class ExerciseFailed(AssertionError):
+    """Raised in strict mode for any outcome other than a pass."""
+
+
+@dataclass(frozen=True)
+class Outcome:
+    exercise: str
+    status: str
+    explanation: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return self.status == PASSED
+
+    def require(self) -> Outcome:
+        if not self.passed:
+            raise ExerciseFailed(str(self))
+        return self
+
+    def __str__(self) -> str:
+        line = f"{_SYMBOLS[self.status]} Exercise {self.exercise}: {self.status}"
+        return f"{line} — {self.explanation}" if self.explanation else line
+
+    __repr__ = __str__
+
+
+def strict_mode() -> bool:
+    return os.environ.get("WORKBOOK_STRICT", "") not in ("", "0")
+
+
+def exercise(title: str):
+    """Decorate a check body; see the module docstring."""
+
+    def decorate(body):
+        @functools.wraps(body)
+        def check(*args, **kwargs) -> Outcome:
+            outcome = _run(title, body, args, kwargs)
+            return outcome.require() if strict_mode() else outcome
+
+        return check
+
+    return decorate
+
+
+def _run(title, body, args, kwargs) -> Outcome:
+    try:
+        body(*args, **kwargs)
+    except NotImplementedError:
+        return Outcome(title, NOT_ATTEMPTED)
+    except Mistake as mistake:
+        return Outcome(title, FAILED, str(mistake))
+    except Skip as reason:
+        return Outcome(title, SKIPPED, str(reason))
+    except Exception as error:  # the learner's code itself raised: say what and where
+        if NOT_ATTEMPTED in str(error):
+            return Outcome(title, NOT_ATTEMPTED)
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        return Outcome(title, FAILED, f"your code raised {type(error).__name__}: {first_line}")
+    return Outcome(title, PASSED)
+
+
+# torch.testing.assert_close's default tolerances, so a failure here means what it means there.
+def _tolerances():
+    import torch
+
+    return {
+        torch.float16: (1e-3, 1e-5),
+        torch.bfloat16: (1.6e-2, 1e-5),
+        torch.float32: (1.3e-6, 1e-5),
+        torch.float64: (1e-7, 1e-7),
+    }
+
+
+def expect_close(actual, expected, what: str, *, rtol=None, atol=None) -> None:
+    """Compare two tensors and explain the first difference in plain words."""
+    import torch
+
+    if not isinstance(actual, torch.Tensor):
+        raise Mistake(f"{what} should be a tensor, got {type(actual).__name__}")
+    if actual.shape != expected.shape:
+        raise Mistake(f"{what} has shape {tuple(actual.shape)}, expected {tuple(expected.shape)}")
+    if actual.dtype != expected.dtype:
+        raise Mistake(f"{what} has dtype {actual.dtype}, expected {expected.dtype}")
+    if actual.device != expected.device:
+        raise Mistake(f"{what} is on {actual.device}, expected {expected.device}")
+    if actual.dtype.is_floating_point or actual.dtype.is_complex:
+        default_rtol, default_atol = _tolerances().get(actual.dtype, (1.3e-6, 1e-5))
+        rtol = default_rtol if rtol is None else rtol
+        atol = default_atol if atol is None else atol
+        wrong = ~torch.isclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        wrong = actual != expected
+    positions = wrong.nonzero()
+    if len(positions):
+        index = tuple(positions[0].tolist())
+        raise Mistake(
+            f"{what} is wrong at index {index}: expected {_scalar(expected[index])}, "
+            f"got {_scalar(actual[index])} ({len(positions)} of {actual.numel()} values differ)"
+        )
+
+
+def _scalar(value) -> str:
+    number = value.item()
+    return f"{number:.6g}" if isinstance(number, float) else str(number)
