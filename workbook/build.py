@@ -81,7 +81,6 @@ def load(name: str, sources, **kwargs):
         return _translate_build_failure(
             name,
             cpp_extension.load,
-            name=name,
             sources=sources,
             extra_include_paths=include_paths,
             build_directory=str(directory),
@@ -104,7 +103,6 @@ def load_inline(name: str, cpp_sources, **kwargs):
         return _translate_build_failure(
             name,
             cpp_extension.load_inline,
-            name=name,
             cpp_sources=cpp_sources,
             build_directory=str(directory),
             verbose=False,
@@ -129,7 +127,7 @@ def _exclusive_build(name: str):
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
     _LOCKS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(_LOCKS_DIR / f"{name}.flock", "w") as guard:
+    with open(_LOCKS_DIR / f"{name}.flock", "w") as guard, _plain_compiler_messages():
         fcntl.flock(guard, fcntl.LOCK_EX)
         stale = directory / "lock"
         if stale.exists():
@@ -143,6 +141,20 @@ def _exclusive_build(name: str):
         yield directory
 
 
+@contextlib.contextmanager
+def _plain_compiler_messages():
+    """ASCII compiler messages whatever the learner's locale, so stored notebook outputs match."""
+    saved = os.environ.get("LC_ALL")
+    os.environ["LC_ALL"] = "C"
+    try:
+        yield
+    finally:
+        if saved is None:
+            del os.environ["LC_ALL"]
+        else:
+            os.environ["LC_ALL"] = saved
+
+
 def _ensure_ninja_on_path() -> None:
     """torch runs `ninja` from PATH; a kernel started outside the venv may not have the venv's bin on it."""
     if shutil.which("ninja") is None:
@@ -151,7 +163,7 @@ def _ensure_ninja_on_path() -> None:
 
 def _translate_build_failure(name: str, build, **kwargs):
     try:
-        return build(**kwargs)
+        return build(name, **kwargs)
     except RuntimeError as error:
         text = str(error)
         if not text.startswith(("Error building extension", "Error compiling objects")):
