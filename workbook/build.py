@@ -194,3 +194,29 @@ def first_compiler_error(output: str, context_lines: int = 4) -> str:
 
 def _strip_repo(text: str) -> str:
     return text.replace(str(REPO_ROOT) + os.sep, "")
+
+
+def cuda_build_status() -> tuple[bool, str]:
+    """Whether CUDA sources can be compiled and linked into an extension here, and why not."""
+    import torch
+    from torch.utils import cpp_extension
+
+    if torch.version.cuda is None:
+        return False, "this torch is a CPU-only build"
+    if cpp_extension.CUDA_HOME is None:
+        return False, "no CUDA toolkit found (set CUDA_HOME to it)"
+    return True, f"CUDA {torch.version.cuda}"
+
+
+_announced_cpu_only: set[str] = set()
+
+
+def cuda_sources(name: str, sources) -> list[str]:
+    """`sources` when CUDA can be built here; otherwise none, saying so once per extension."""
+    buildable, reason = cuda_build_status()
+    if buildable:
+        return list(sources)
+    if name not in _announced_cpu_only:
+        _announced_cpu_only.add(name)
+        print(f"{name}: building the CPU kernels only ({reason}).")
+    return []
