@@ -6,7 +6,7 @@ turns that into an `Outcome`, displayed in the notebook as one line:
 
     ✔ Exercise 4.2 scatter_max: passed
     ✘ Exercise 4.2 scatter_max: failed — argindex is wrong at position 3: expected 0, got 2
-    … Exercise 4.2 scatter_max: not attempted yet
+    … Exercise 4.2 scatter_max: not attempted yet — replace the code under YOUR CODE HERE, ...
 
 An untouched stub (`raise NotImplementedError`, or a C++ `TORCH_CHECK(false, "not attempted yet")`)
 is reported as *not attempted yet*, and the notebook keeps running. For grading
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 NOT_ATTEMPTED = "not attempted yet"
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
+_HOW_TO_START = "replace the code under YOUR CODE HERE, run that cell, then run this check again"
 _SYMBOLS = {PASSED: "✔", FAILED: "✘", NOT_ATTEMPTED: "…", SKIPPED: "○"}
 
 
@@ -80,14 +81,14 @@ def _run(title, body, args, kwargs) -> Outcome:
     try:
         body(*args, **kwargs)
     except NotImplementedError:
-        return Outcome(title, NOT_ATTEMPTED)
+        return Outcome(title, NOT_ATTEMPTED, _HOW_TO_START)
     except Mistake as mistake:
         return Outcome(title, FAILED, str(mistake))
     except Skip as reason:
         return Outcome(title, SKIPPED, str(reason))
     except Exception as error:  # the learner's code itself raised: say what and where
         if NOT_ATTEMPTED in str(error):
-            return Outcome(title, NOT_ATTEMPTED)
+            return Outcome(title, NOT_ATTEMPTED, _HOW_TO_START)
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
         return Outcome(title, FAILED, f"your code raised {type(error).__name__}: {first_line}")
     return Outcome(title, PASSED)

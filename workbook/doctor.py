@@ -1,0 +1,187 @@
+"""A toolchain doctor: is everything the chapters build with present, and if not, what fixes it?
+
+    python -m workbook.doctor
+
+Each finding names the tool, what was found, whether the workbook needs it (and for which
+chapters), and the command that installs it. Nothing here needs torch to be importable.
+"""
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import REPO_ROOT
+
+SETUP = "make setup  (or: pip install -r requirements.txt)"
+
+
+@dataclass(frozen=True)
+class Finding:
+    tool: str
+    found: str | None  # a version or short description; None when missing
+    needed_for: str
+    fix: str
+    required: bool = True
+
+    @property
+    def ok(self) -> bool:
+        return self.found is not None
+
+
+def _run(*command: str) -> str | None:
+    """stdout+stderr of a command, or None if it cannot be run."""
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return (done.stdout + done.stderr) if done.returncode == 0 else None
+
+
+def _version(text: str | None, pattern: str = r"(\d+\.\d+(?:\.\d+)?)") -> str | None:
+    if text is None:
+        return None
+    match = re.search(pattern, text)
+    return match.group(1) if match else text.strip().splitlines()[0]
+
+
+def _pinned(package: str) -> str | None:
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+        name, _, version = line.partition("==")
+        if name.strip().lower() == package:
+            return version.strip()
+    return None
+
+
+def check_python() -> Finding:
+    version = ".".join(map(str, sys.version_info[:3]))
+    found = version if sys.version_info >= (3, 10) else None
+    return Finding("Python ≥ 3.10", found, "every chapter", "install Python 3.11 and rerun: make setup")
+
+
+def check_torch() -> Finding:
+    if importlib.util.find_spec("torch") is None:
+        return Finding("PyTorch", None, "every chapter", SETUP)
+    import torch
+
+    pinned = _pinned("torch")
+    version = torch.__version__
+    if pinned and not version.startswith(pinned):
+        return Finding("PyTorch", None, "every chapter",
+                       f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+    return Finding("PyTorch", version, "every chapter", SETUP)
+
+
+def check_compiler() -> Finding:
+    compiler = os.environ.get("CXX") or "c++"
+    version = _version(_run(compiler, "-dumpfullversion", "-dumpversion"))
+    if version and int(version.split(".")[0]) < 9:
+        return Finding("C++17 compiler", None, "chapters 02–10",
+                       f"{compiler} {version} is too old for C++17: sudo apt-get install g++")
+    found = f"{Path(shutil.which(compiler) or compiler).name} {version}" if version else None
+    return Finding("C++17 compiler", found, "chapters 02–10", "sudo apt-get install g++")
+
+
+def check_ninja() -> Finding:
+    found = _version(_run("ninja", "--version"))
+    if found is None:
+        venv_ninja = Path(sys.executable).parent / "ninja"
+        found = _version(_run(str(venv_ninja), "--version"))
+    return Finding("ninja", found, "chapters 02–10 (torch builds extensions with it)",
+                   "pip install ninja  (or: sudo apt-get install ninja-build)")
+
+
+def check_ccache() -> Finding:
+    return Finding("ccache", _version(_run("ccache", "--version")), "faster rebuilds (optional)",
+                   "sudo apt-get install ccache", required=False)
+
+
+def check_cmake() -> Finding:
+    return Finding("CMake", _version(_run("cmake", "--version")), "chapters 04, 06–08",
+                   "sudo apt-get install cmake")
+
+
+def _opencv_header_dirs() -> list[Path]:
+    prefixes = [Path(p) for p in (os.environ.get("CONDA_PREFIX"), "/usr/local", "/usr") if p]
+    return [prefix / "include" / "opencv4" for prefix in prefixes]
+
+
+def check_opencv_cpp() -> Finding:
+    for directory in _opencv_header_dirs():
+        header = directory / "opencv2" / "core" / "version.hpp"
+        if header.exists():
+            parts = dict(re.findall(r"#define CV_VERSION_(MAJOR|MINOR|REVISION)\s+(\d+)", header.read_text()))
+            version = ".".join(parts.get(key, "?") for key in ("MAJOR", "MINOR", "REVISION"))
+            return Finding("OpenCV C++ library", version, "chapters 06–08", "sudo apt-get install libopencv-dev")
+    return Finding("OpenCV C++ library", None, "chapters 06–08", "sudo apt-get install libopencv-dev")
+
+
+def check_cv2() -> Finding:
+    if importlib.util.find_spec("cv2") is None:
+        return Finding("OpenCV for Python (cv2)", None, "chapters 06–08", SETUP)
+    import cv2
+
+    return Finding("OpenCV for Python (cv2)", cv2.__version__, "chapters 06–08", SETUP)
+
+
+def check_nvcc() -> Finding:
+    found = _version(_run("nvcc", "--version"), r"release (\d+\.\d+)")
+    return Finding("nvcc (CUDA compiler)", found, "chapter 05 (compile checks; kernels need a GPU)",
+                   "install the CUDA toolkit from NVIDIA's Linux installers", required=False)
+
+
+def check_gpu() -> Finding:
+    if importlib.util.find_spec("torch") is None:
+        return Finding("CUDA GPU", None, "running chapter 05's kernels", SETUP, required=False)
+    import torch
+
+    if torch.version.cuda is None:
+        return Finding("CUDA GPU", None, "running chapter 05's kernels",
+                       "this torch is a CPU-only build; CUDA chapters take their CPU path", required=False)
+    if not torch.cuda.is_available():
+        return Finding("CUDA GPU", None, "running chapter 05's kernels",
+                       "no GPU visible to torch (check nvidia-smi)", required=False)
+    return Finding("CUDA GPU", torch.cuda.get_device_name(0), "running chapter 05's kernels", "", required=False)
+
+
+CHECKS = (check_python, check_torch, check_compiler, check_ninja, check_ccache, check_cmake,
+          check_opencv_cpp, check_cv2, check_nvcc, check_gpu)
+
+
+def diagnose() -> list[Finding]:
+    return [check() for check in CHECKS]
+
+
+def report(findings: list[Finding]) -> str:
+    width = max(len(finding.tool) for finding in findings)
+    lines = []
+    for finding in findings:
+        mark = "ok " if finding.ok else ("MISSING" if finding.required else "absent ")
+        detail = finding.found if finding.ok else f"fix: {finding.fix}"
+        lines.append(f"{mark:8}{finding.tool:<{width}}  {detail}")
+    return "\n".join(lines)
+
+
+def summary(findings: list[Finding]) -> str:
+    """One line on whether the workbook can run here; the same on every machine set up correctly."""
+    missing = [finding for finding in findings if finding.required and not finding.ok]
+    if not missing:
+        return "Everything the workbook needs is here. Optional extras only change how fast or where things run."
+    return "Missing: " + "; ".join(f"{finding.tool} (fix: {finding.fix})" for finding in missing)
+
+
+def main() -> int:
+    findings = diagnose()
+    print(report(findings))
+    print()
+    print(summary(findings))
+    return 0 if all(finding.ok for finding in findings if finding.required) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
