@@ -1,0 +1,262 @@
+// csrc/scatter/cpu/scatter_cpu.cpp — the CPU kernel of wb_scatter::scatter_reduce_kernel.
+//
+// The workbook's own loops (not a call to torch's native scatter ops), run in parallel with
+// at::parallel_for. Every tensor is viewed as [outer, n, inner] around `dim` (src and index:
+// n = src.size(dim); the output: m = dim_size), and a "column" is one (outer, inner) pair.
+//  - Many columns (a 2-D src reduced along dim 0 with 64 features, or along the last dim of a
+//    batch): threads split the columns; each writes only its own columns of the output, so no
+//    two threads ever touch the same output element.
+//  - Fewer columns than threads (a 1-D src): threads split the n elements of a column instead;
+//    each reduces its slice into a private buffer, and the buffers are merged in order, which
+//    keeps the "first position wins a tie" rule of min/max.
+// float16/bfloat16 accumulate in a float32 buffer (summing thousands of halves in half precision
+// loses digits); other dtypes accumulate in the output itself when it is contiguous.
+#include "../scatter.h"
+
+#include <ATen/Dispatch.h>
+#include <ATen/OpMathType.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <tuple>
+#include <vector>
+
+namespace wb_scatter {
+namespace {
+
+using at::Tensor;
+constexpr int64_t kGrain = 32768;  // elements per task below which threads do not pay off (ATen uses the same)
+
+// Shapes and strides of the [outer, n, inner] views (index strides may be 0: a broadcast view).
+struct Geometry {
+  int64_t outer, n, inner, m;
+  int64_t is0, is1, is2;  // index strides
+};
+
+template <typename acc_t, Reduce R>
+struct Reducer {
+  static acc_t identity() {
+    if constexpr (R == Reduce::Min)
+      return std::numeric_limits<acc_t>::has_infinity ? std::numeric_limits<acc_t>::infinity()
+                                                       : std::numeric_limits<acc_t>::max();
+    else if constexpr (R == Reduce::Max)
+      return std::numeric_limits<acc_t>::has_infinity ? -std::numeric_limits<acc_t>::infinity()
+                                                       : std::numeric_limits<acc_t>::lowest();
+    else
+      return acc_t(0);
+  }
+  // Fold value x (at position j along dim) into a group. `empty`: the group holds no value yet
+  // (so x wins even if it equals the identity, e.g. +inf for min).
+  static inline void update(acc_t& val, int64_t& extra, acc_t x, int64_t j, bool empty) {
+    if constexpr (R == Reduce::Sum) {
+      val += x;
+    } else if constexpr (R == Reduce::Mean) {
+      val += x;
+      extra += 1;
+    } else if constexpr (R == Reduce::Min) {
+      if (empty || x < val) { val = x; extra = j; }
+    } else {
+      if (empty || x > val) { val = x; extra = j; }
+    }
+  }
+};
+
+[[noreturn]] void bad_index(int64_t k, int64_t j, int64_t m) {
+  TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
+}
+
+// Reduce the elements j in [j0, j1) of column (o, i) into val/extra (strided by `vs` per group).
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void reduce_column(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t i,
+                          int64_t j0, int64_t j1, acc_t* val, int64_t* extra, int64_t vs, bool fresh) {
+  const scalar_t* s = src + (o * g.n) * g.inner + i;
+  const int64_t* ix = index + o * g.is0 + i * g.is2;
+  int64_t none = g.n;
+  for (int64_t j = j0; j < j1; ++j) {
+    int64_t k = ix[j * g.is1];
+    if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+    int64_t dummy = 0;
+    int64_t& e = (R == Reduce::Sum) ? dummy : extra[k * vs];
+    bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && e == none;
+    Reducer<acc_t, R>::update(val[k * vs], e, static_cast<acc_t>(s[j * g.inner]), j, empty);
+  }
+}
+
+template <typename scalar_t, typename acc_t, Reduce R>
+void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                   bool fresh) {
+  const int64_t columns = g.outer * g.inner;
+  const int64_t threads = at::get_num_threads();
+  const int64_t work = g.n * columns;
+  if (columns >= threads || threads == 1 || g.n < 2 * kGrain) {
+    // Split the columns. Within a row of columns (same o), the inner loop runs over i, the
+    // contiguous dimension of src and the output.
+    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
+    if (work < kGrain) grain = columns;  // too small to be worth threads
+    at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
+      int64_t c = begin;
+      while (c < end) {
+        int64_t o = c / g.inner, i0 = c % g.inner;
+        int64_t i1 = std::min(g.inner, i0 + (end - c));
+        acc_t* a = acc + o * g.m * g.inner;
+        int64_t* e = extra ? extra + o * g.m * g.inner : nullptr;
+        if (i1 - i0 == 1) {
+          reduce_column<scalar_t, acc_t, R>(src, index, g, o, i0, 0, g.n, a + i0, e ? e + i0 : nullptr, g.inner, fresh);
+        } else {
+          const scalar_t* s = src + o * g.n * g.inner;
+          const int64_t* ix = index + o * g.is0;
+          for (int64_t j = 0; j < g.n; ++j) {
+            for (int64_t i = i0; i < i1; ++i) {
+              int64_t k = ix[j * g.is1 + i * g.is2];
+              if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+              int64_t dummy = 0;
+              int64_t& ee = (R == Reduce::Sum) ? dummy : e[k * g.inner + i];
+              bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && ee == g.n;
+              Reducer<acc_t, R>::update(a[k * g.inner + i], ee, static_cast<acc_t>(s[j * g.inner + i]), j, empty);
+            }
+          }
+        }
+        c += i1 - i0;
+      }
+    });
+    return;
+  }
+  // Few long columns: split each column's n elements into one slice per thread. Slice 0 reduces
+  // straight into the output; the others into private buffers that are merged in slice order.
+  const int64_t slices = threads;
+  const int64_t per = (g.n + slices - 1) / slices;
+  std::vector<acc_t> vals((slices - 1) * g.m);
+  std::vector<int64_t> extras(R == Reduce::Sum ? 0 : (slices - 1) * g.m);
+  for (int64_t c = 0; c < columns; ++c) {
+    int64_t o = c / g.inner, i = c % g.inner;
+    acc_t* a = acc + o * g.m * g.inner + i;
+    int64_t* e = extra ? extra + o * g.m * g.inner + i : nullptr;
+    at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t j0 = t * per, j1 = std::min(g.n, j0 + per);
+        if (t == 0) {
+          reduce_column<scalar_t, acc_t, R>(src, index, g, o, i, j0, j1, a, e, g.inner, fresh);
+          continue;
+        }
+        acc_t* v = vals.data() + (t - 1) * g.m;
+        int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * g.m;
+        std::fill(v, v + g.m, Reducer<acc_t, R>::identity());
+        if (x) std::fill(x, x + g.m, (R == Reduce::Mean) ? 0 : g.n);
+        reduce_column<scalar_t, acc_t, R>(src, index, g, o, i, j0, j1, v, x, 1, /*fresh=*/true);
+      }
+    });
+    at::parallel_for(0, g.m, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = 1; t < slices; ++t) {
+        const acc_t* v = vals.data() + (t - 1) * g.m;
+        const int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * g.m;
+        for (int64_t k = begin; k < end; ++k) {
+          if constexpr (R == Reduce::Sum) {
+            a[k * g.inner] += v[k];
+          } else if constexpr (R == Reduce::Mean) {
+            a[k * g.inner] += v[k];
+            e[k * g.inner] += x[k];
+          } else {
+            if (x[k] == g.n) continue;  // this slice put nothing into group k
+            bool empty = fresh && e[k * g.inner] == g.n;
+            bool better = (R == Reduce::Min) ? v[k] < a[k * g.inner] : v[k] > a[k * g.inner];
+            if (empty || better) { a[k * g.inner] = v[k]; e[k * g.inner] = x[k]; }
+          }
+        }
+      }
+    });
+  }
+}
+
+template <typename acc_t>
+inline acc_t divide(acc_t sum, int64_t count) {
+  if (count <= 1) return sum;
+  if constexpr (std::is_integral_v<acc_t>) {  // round down, like torch_scatter (floor division)
+    int64_t q = static_cast<int64_t>(sum) / count, r = static_cast<int64_t>(sum) % count;
+    if (r != 0 && (r < 0)) q -= 1;
+    return static_cast<acc_t>(q);
+  } else {
+    return sum / static_cast<acc_t>(count);
+  }
+}
+
+template <typename scalar_t, Reduce R>
+void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs) {
+  using acc_t = std::conditional_t<std::is_same_v<scalar_t, at::Half> || std::is_same_v<scalar_t, at::BFloat16>,
+                                   float, scalar_t>;
+  Tensor& out = outs.out;
+  // The buffer we accumulate in: out itself when it is contiguous and of the accumulation type.
+  Tensor acc;
+  if (std::is_same_v<acc_t, scalar_t> && out.is_contiguous()) {
+    acc = out;
+  } else {
+    acc = out.to(c10::CppTypeToScalarType<acc_t>::value, /*non_blocking=*/false, /*copy=*/true,
+                 at::MemoryFormat::Contiguous);
+  }
+  acc_t* a = acc.data_ptr<acc_t>();
+  if ((R == Reduce::Min || R == Reduce::Max) && outs.fresh) {
+    std::fill(a, a + acc.numel(), Reducer<acc_t, R>::identity());
+  }
+  int64_t* extra = outs.arg.defined() ? outs.arg.data_ptr<int64_t>() : nullptr;
+  scatter_loops<scalar_t, acc_t, R>(src_c.const_data_ptr<scalar_t>(), index3.const_data_ptr<int64_t>(), g, a,
+                                    extra, outs.fresh);
+  // Finish: mean divides by the count; min/max turn groups nothing landed in back into 0.
+  if constexpr (R == Reduce::Mean) {
+    at::parallel_for(0, acc.numel(), kGrain, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) a[k] = divide<acc_t>(a[k], extra[k]);
+    });
+  } else if constexpr (R == Reduce::Min || R == Reduce::Max) {
+    if (outs.fresh) {
+      at::parallel_for(0, acc.numel(), kGrain, [&](int64_t b, int64_t e) {
+        for (int64_t k = b; k < e; ++k)
+          if (extra[k] == g.n) a[k] = acc_t(0);
+      });
+    }
+  }
+  if (!acc.is_same(out)) out.copy_(acc);
+}
+
+std::tuple<Tensor, Tensor> scatter_reduce_kernel_cpu(const Tensor& src, const Tensor& index, int64_t dim,
+                                                     const std::optional<Tensor>& out,
+                                                     std::optional<int64_t> dim_size, c10::string_view reduce) {
+  Reduce r = parse_reduce(std::string(reduce));
+  ScatterOutputs outs = prepare_scatter(src, index, dim, out, dim_size, r);
+  TORCH_CHECK(src.device().is_cpu(), "src is on ", src.device(), "; this is the CPU kernel");
+
+  Geometry g;
+  g.n = src.size(dim);
+  g.m = outs.dim_size;
+  g.outer = 1;
+  for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
+  g.inner = 1;
+  for (int64_t d = dim + 1; d < src.dim(); ++d) g.inner *= src.size(d);
+  if (src.numel() == 0 || outs.out.numel() == 0) {
+    // Nothing to reduce: a fresh out is already zeros, a given out keeps its values.
+    return {outs.out, outs.arg};
+  }
+  Tensor src_c = src.contiguous();
+  // A view when index's strides allow it (e.g. a broadcast 1-D index), a copy otherwise.
+  Tensor index3 = index.reshape({g.outer, g.n, g.inner});
+  g.is0 = index3.stride(0);
+  g.is1 = index3.stride(1);
+  g.is2 = index3.stride(2);
+
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_kernel_cpu", [&] {
+    switch (r) {
+      case Reduce::Sum: run<scalar_t, Reduce::Sum>(src_c, index3, g, outs); break;
+      case Reduce::Mean: run<scalar_t, Reduce::Mean>(src_c, index3, g, outs); break;
+      case Reduce::Min: run<scalar_t, Reduce::Min>(src_c, index3, g, outs); break;
+      case Reduce::Max: run<scalar_t, Reduce::Max>(src_c, index3, g, outs); break;
+    }
+  });
+  return {outs.out, outs.arg};
+}
+
+}  // namespace
+}  // namespace wb_scatter
+
+TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) {
+  m.impl("scatter_reduce_kernel", &wb_scatter::scatter_reduce_kernel_cpu);
+}
