@@ -1,0 +1,37 @@
+"""The two set-up routes (pip + apt, conda) install the same versions."""
+import re
+
+from workbook import REPO_ROOT
+
+# pip name -> conda-forge name, where they differ
+CONDA_NAMES = {"torch": "pytorch", "opencv-python-headless": "opencv"}
+# conda-forge versions have at most three parts; opencv-python-headless adds a build number
+def _release(version):
+    return ".".join(version.split(".")[:3])
+
+
+def pip_pins():
+    pins = {}
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[CONDA_NAMES.get(name, name)] = _release(version)
+    return pins
+
+
+def conda_pins():
+    return dict(re.findall(r"^\s+- ([A-Za-z0-9_.-]+)=([0-9][^\s=]*)\s*$",
+                           (REPO_ROOT / "environment.yml").read_text(), re.MULTILINE))
+
+
+def test_every_pip_requirement_is_pinned_exactly():
+    for line in (REPO_ROOT / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        assert not line or re.fullmatch(r"[A-Za-z0-9_.-]+==[0-9][0-9A-Za-z.+]*", line), line
+
+
+def test_conda_environment_matches_requirements():
+    conda = conda_pins()
+    conda.pop("python")
+    assert conda == pip_pins()
