@@ -1,0 +1,166 @@
+"""The LLTM recurrent cell of chapter 02, in pure PyTorch and in C++ (csrc/lltm/).
+
+The cell, for inputs ``input`` (batch, input_features) and a state ``old_h``, ``old_cell`` (each
+(batch, state_size)), with ``weights`` (3 * state_size, state_size + input_features) and ``bias``
+(3 * state_size)::
+
+    X            = cat([old_h, input], dim=1)
+    gate_weights = X @ weights.T + bias
+    input_gate, output_gate, candidate = gate_weights.chunk(3, dim=1)
+    input_gate, output_gate, candidate = sigmoid(input_gate), sigmoid(output_gate), elu(candidate)
+    new_cell     = old_cell + candidate * input_gate
+    new_h        = tanh(new_cell) * output_gate
+
+API (used by chapter 02, tests/test_lltm.py and the benchmark):
+
+    from workbook import lltm
+    ext = lltm.load_extension()        # build (first time) and import the C++ extension `wb_lltm`;
+                                       # ext.forward / ext.backward are its pybind11 functions
+    args = lltm.make_inputs(batch_size=16, input_features=32, state_size=128,
+                            dtype=torch.float32, requires_grad=True, seed=0)
+    new_h, new_cell = lltm.lltm_python(*args)   # reference: torch functions, autograd backward
+    new_h, new_cell = lltm.lltm_cpp(*args)      # C++ forward and backward (LLTMFunction.apply)
+    cell = lltm.LLTMCpp(32, 128)                # nn.Modules with identical parameters/init;
+    cell = lltm.LLTMPython(32, 128)             # cell(input, (old_h, old_cell)) -> (new_h, new_cell)
+
+`args` is the tuple ``(input, weights, bias, old_h, old_cell)``; all functions take it in that order.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import CSRC_DIR, build
+
+EXTENSION_NAME = "wb_lltm"  # also the TORCH_LIBRARY namespace: torch.ops.wb_lltm.*
+CPP_SOURCES = ["csrc/lltm/lltm.cpp", "csrc/lltm/cpu/lltm_cpu.cpp"]
+# -O2: the elementwise loops of cpu/lltm_cpu.cpp are ours, not ATen's; at load()'s default (no -O
+# flag, i.e. -O0) they would run several times slower. It adds ~1 s to a cold build.
+EXTRA_CFLAGS = ["-O2"]
+
+_extension = None
+
+
+def cuda_source_paths() -> list[str]:
+    """The CUDA kernels of the extension that exist in csrc/lltm/cuda/, relative to the repository."""
+    return [f"csrc/lltm/cuda/{path.name}" for path in sorted((CSRC_DIR / "lltm" / "cuda").glob("*.cu"))]
+
+
+def load_extension():
+    """Build (when sources changed) and import the `wb_lltm` extension; cached per process.
+
+    Importing it also registers the ops torch.ops.wb_lltm.lltm_forward / lltm_backward.
+    """
+    global _extension
+    if _extension is None:
+        sources = CPP_SOURCES + build.cuda_sources(EXTENSION_NAME, cuda_source_paths())
+        _extension = build.load(
+            EXTENSION_NAME,
+            sources,
+            extra_cflags=EXTRA_CFLAGS,
+            extra_cuda_cflags=["-O2"],
+        )
+    return _extension
+
+
+def make_inputs(batch_size=16, input_features=32, state_size=128, *, dtype=torch.float32,
+                device="cpu", requires_grad=False, seed=0):
+    """Random (input, weights, bias, old_h, old_cell) of consistent shapes, from a fixed seed."""
+    generator = torch.Generator().manual_seed(seed)
+    bound = 1.0 / math.sqrt(state_size)
+
+    def uniform(*shape, scale=1.0):
+        tensor = (torch.rand(*shape, generator=generator, dtype=torch.float64) * 2 - 1) * scale
+        return tensor.to(dtype=dtype, device=device).requires_grad_(requires_grad)
+
+    return (
+        uniform(batch_size, input_features),
+        uniform(3 * state_size, state_size + input_features, scale=bound),
+        uniform(3 * state_size, scale=bound),
+        uniform(batch_size, state_size),
+        uniform(batch_size, state_size),
+    )
+
+
+def lltm_python(input, weights, bias, old_h, old_cell):
+    """The reference LLTM cell in torch functions; autograd derives its backward."""
+    X = torch.cat([old_h, input], dim=1)
+    gate_weights = F.linear(X, weights, bias)
+    input_gate, output_gate, candidate_cell = gate_weights.chunk(3, dim=1)
+    input_gate = torch.sigmoid(input_gate)
+    output_gate = torch.sigmoid(output_gate)
+    candidate_cell = F.elu(candidate_cell, alpha=1.0)
+    new_cell = old_cell + candidate_cell * input_gate
+    new_h = torch.tanh(new_cell) * output_gate
+    return new_h, new_cell
+
+
+class LLTMFunction(torch.autograd.Function):
+    """The LLTM cell with its forward and backward in C++ (the wb_lltm extension)."""
+
+    @staticmethod
+    def forward(ctx, input, weights, bias, old_h, old_cell):
+        ext = _extension or load_extension()
+        new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights = ext.forward(
+            input, weights, bias, old_h, old_cell
+        )
+        # Everything the C++ backward reads; intermediates are saved, not recomputed.
+        ctx.save_for_backward(new_cell, input_gate, output_gate, candidate_cell, X, gate_weights, weights)
+        return new_h, new_cell
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable  # the C++ backward builds no graph of its own
+    def backward(ctx, grad_h, grad_cell):
+        ext = _extension or load_extension()
+        d_old_h, d_input, d_weights, d_bias, d_old_cell = ext.backward(grad_h, grad_cell, *ctx.saved_tensors)
+        # One gradient per argument of forward, in the same order.
+        return d_input, d_weights, d_bias, d_old_h, d_old_cell
+
+
+def lltm_cpp(input, weights, bias, old_h, old_cell):
+    """The LLTM cell through the C++ extension; differentiable via LLTMFunction."""
+    return LLTMFunction.apply(input, weights, bias, old_h, old_cell)
+
+
+class _LLTMBase(nn.Module):
+    def __init__(self, input_features: int, state_size: int):
+        super().__init__()
+        self.input_features = input_features
+        self.state_size = state_size
+        self.weights = nn.Parameter(torch.empty(3 * state_size, input_features + state_size))
+        self.bias = nn.Parameter(torch.empty(3 * state_size))
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        bound = 1.0 / math.sqrt(self.state_size)
+        with torch.no_grad():
+            self.weights.uniform_(-bound, bound)
+            self.bias.uniform_(-bound, bound)
+
+    def extra_repr(self) -> str:
+        return f"input_features={self.input_features}, state_size={self.state_size}"
+
+    def forward(self, input, state):
+        old_h, old_cell = state
+        return self._cell(input, self.weights, self.bias, old_h, old_cell)
+
+
+class LLTMPython(_LLTMBase):
+    """LLTM cell module computed by `lltm_python`."""
+
+    _cell = staticmethod(lltm_python)
+
+
+class LLTMCpp(_LLTMBase):
+    """LLTM cell module computed by the C++ extension (`lltm_cpp`)."""
+
+    _cell = staticmethod(lltm_cpp)
+
+
+__all__ = [
+    "EXTENSION_NAME", "load_extension", "make_inputs", "lltm_python", "lltm_cpp", "LLTMFunction",
+    "LLTMPython", "LLTMCpp", "cuda_source_paths",
+]
