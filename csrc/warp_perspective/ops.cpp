@@ -1,0 +1,22 @@
+// The schema of the chapter's TorchScript operators: one TORCH_LIBRARY block per namespace.
+//
+// The kernels live elsewhere (cpu/warp_perspective.cpp registers the CPU one), so this file only
+// needs torch/library.h and compiles in a few seconds.
+#include <torch/library.h>
+
+#include "workbook_ops.h"
+
+TORCH_LIBRARY(workbook_cv, m) {
+  // `int` in a schema is a 64-bit integer (int64_t in C++), `float` is a double.
+  m.def("warp_perspective(Tensor image, Tensor warp, int height, int width) -> Tensor");
+}
+
+namespace workbook_ops {
+
+// An ordinary function that a C++ program can call. Calling it is one way to make the linker keep
+// this library even with --as-needed (see chapter 06).
+const char* describe() {
+  return "workbook ops: workbook_cv::warp_perspective, workbook_classes::TensorStack";
+}
+
+}  // namespace workbook_ops

@@ -1,0 +1,291 @@
+"""Chapters 06 and 07: the TorchScript library (CMake), the C++ example program, and their helpers.
+
+    from workbook import torchscript
+    library = torchscript.load_ops()             # build csrc/warp_perspective with CMake, load it
+    app = torchscript.example_app()              # build csrc/example_app with CMake
+    result = torchscript.run_app(app, "model.pt", (image, warp))
+
+CMake projects are configured once into `build/cmake/<project>` (quietly) and then rebuilt
+incrementally by ninja; ccache makes a cold rebuild of unchanged sources cheap. A failed configure
+or build raises `workbook.build.BuildError` with the first error and keeps the full log.
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
+from .build import BuildError, first_compiler_error
+
+CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
+OPS_SOURCE_DIR = CSRC_DIR / "warp_perspective"
+APP_SOURCE_DIR = CSRC_DIR / "example_app"
+OPS_SOURCES = ["csrc/warp_perspective/ops.cpp", "csrc/warp_perspective/cpu/warp_perspective.cpp"]
+
+# The example program's link variants (targets of csrc/example_app/CMakeLists.txt).
+APP_VARIANTS = {
+    "no_as_needed": "example_app",  # the fix everybody uses: -Wl,--no-as-needed around the library
+    "as_needed": "example_app_as_needed",  # the failure: the linker drops the op library
+    "call_function": "example_app_call_function",  # the fix: call a function from the library
+    "dlopen": "example_app_dlopen",  # the fix: not linked at all, dlopen()ed at run time
+}
+
+
+def torch_cmake_prefix_path() -> str:
+    import torch.utils
+
+    return torch.utils.cmake_prefix_path
+
+
+def cmake_build(project: str, source_dir, *, options: dict | None = None, targets=None) -> Path:
+    """Configure (when needed) and build a CMake project into build/cmake/<project>; return that folder.
+
+    The configure step runs only when the folder has no CMake cache yet or `options` changed;
+    later calls just run the build tool, which reconfigures by itself when a CMakeLists.txt changed.
+    """
+    source_dir = Path(source_dir)
+    build_dir = CMAKE_BUILD_DIR / project
+    options = {
+        "CMAKE_PREFIX_PATH": torch_cmake_prefix_path(),
+        "CMAKE_BUILD_TYPE": "Release",
+        **(options or {}),
+    }
+    if shutil.which("ccache"):
+        options.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
+    generator = ["-G", "Ninja"] if _ninja() else []
+    recorded = build_dir / "workbook_options.json"
+    wanted = json.dumps({"source": str(source_dir.resolve()), "options": options}, sort_keys=True)
+    with _exclusive(project):
+        if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
+            build_dir.mkdir(parents=True, exist_ok=True)
+            recorded.unlink(missing_ok=True)
+            _run_quietly(
+                project,
+                "configure",
+                ["cmake", "-S", str(source_dir), "-B", str(build_dir), *generator,
+                 *(f"-D{key}={value}" for key, value in options.items())],
+            )
+            recorded.write_text(wanted)
+        command = ["cmake", "--build", str(build_dir), "--parallel", str(min(os.cpu_count() or 1, 4))]
+        for target in targets or []:
+            command += ["--target", target]
+        _run_quietly(project, "build", command)
+    return build_dir
+
+
+def ops_library() -> Path:
+    """Build the chapter's library (op + custom class) with CMake; return the .so's path."""
+    return cmake_build("warp_perspective", OPS_SOURCE_DIR) / "libwarp_perspective.so"
+
+
+def load_ops() -> Path:
+    """Build the library and load it into this process (torch.ops.load_library); return its path."""
+    import torch
+
+    library = ops_library()
+    torch.ops.load_library(str(library))
+    return library
+
+
+def example_app(variant: str = "no_as_needed") -> Path:
+    """Build one link variant of the C++ example program (and the library it links); return its path."""
+    if variant not in APP_VARIANTS:
+        raise ValueError(f"variant must be one of {sorted(APP_VARIANTS)}, got {variant!r}")
+    library = ops_library()
+    target = APP_VARIANTS[variant]
+    build_dir = cmake_build(
+        "example_app",
+        APP_SOURCE_DIR,
+        options={"WORKBOOK_OPS_LIBRARY": str(library), "WORKBOOK_OPS_INCLUDE_DIR": str(OPS_SOURCE_DIR)},
+        targets=[target],
+    )
+    return build_dir / target
+
+
+def run_app(app, model, inputs, *, output=None, library=None, check=True) -> subprocess.CompletedProcess:
+    """Run the example program on a saved model.
+
+    `inputs` (a tuple of the model's arguments) is written with torch.save; the program reads it with
+    torch::pickle_load, runs the model and writes the result with torch::pickle_save to `output`
+    (default: next to the model, with suffix .out.pt), which `read_app_output` loads.
+    Paths in the program's output are printed relative to the repository.
+    """
+    import torch
+
+    model = Path(model)
+    inputs_path = model.with_suffix(".in.pt")
+    output = Path(output) if output else model.with_suffix(".out.pt")
+    torch.save(tuple(inputs), inputs_path)
+    output.unlink(missing_ok=True)
+    command = [str(app), str(model), str(inputs_path), str(output)]
+    if library is not None:
+        command.append(str(library))
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    result.stdout = _strip_repo(result.stdout)
+    result.stderr = _strip_repo(result.stderr)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"{Path(app).name} failed (exit code {result.returncode}):\n{result.stderr.strip()}")
+    return result
+
+
+def read_app_output(model, output=None):
+    """The result the example program wrote for `model` (see `run_app`)."""
+    import torch
+
+    output = Path(output) if output else Path(model).with_suffix(".out.pt")
+    return torch.load(output)
+
+
+def first_error_line(text: str) -> str:
+    """The first line of an error message that says what went wrong (skips blank lines)."""
+    for line in text.splitlines():
+        if line.strip():
+            return line.strip()
+    return ""
+
+
+def opencv_compile_flags() -> tuple[list[str], list[str]]:
+    """Include folders and libraries for OpenCV's core and imgproc modules (pkg-config, else Debian's paths)."""
+    include_dirs = ["/usr/include/opencv4"]
+    if shutil.which("pkg-config"):
+        found = subprocess.run(["pkg-config", "--cflags-only-I", "opencv4"], capture_output=True, text=True)
+        if found.returncode == 0 and found.stdout.strip():
+            include_dirs = [flag[2:] for flag in found.stdout.split()]
+    return include_dirs, ["opencv_core", "opencv_imgproc"]
+
+
+def jit_build_ops(name: str = "warp_perspective_jit") -> Path:
+    """Build the op (not the class) with torch.utils.cpp_extension.load(is_python_module=False).
+
+    This also loads the library into the calling process, so call it in a process that has not
+    loaded another build of the same op (one TORCH_LIBRARY per namespace and process).
+    """
+    from . import build
+
+    include_dirs, libraries = opencv_compile_flags()
+    return Path(
+        build.load(
+            name,
+            OPS_SOURCES,
+            is_python_module=False,
+            extra_include_paths=include_dirs,
+            extra_ldflags=[f"-l{library}" for library in libraries],
+        )
+    )
+
+
+def load_library_source(name: str, source: str, *, opencv: bool = False) -> Path:
+    """Write `source` to build/src/<name>.cpp (only if changed), build it as a plain library and load it.
+
+    For the exercises: a library holding TORCH_LIBRARY / TORCH_LIBRARY_FRAGMENT registrations.
+    Registering the same operator or class twice in one process fails, so a library whose source
+    changed after it was loaded needs a fresh process (restart the kernel); the error says so.
+    """
+    from . import build
+
+    path = build.write_if_changed(f"{name}.cpp", source)
+    include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
+    try:
+        return Path(
+            build.load(
+                name,
+                [path],
+                is_python_module=False,
+                extra_include_paths=include_dirs,
+                extra_ldflags=[f"-l{library}" for library in libraries],
+            )
+        )
+    except RuntimeError as error:
+        text = str(error)
+        if "multiple times" in text or "Only a single TORCH_LIBRARY" in text or "already registered" in text:
+            raise RuntimeError(
+                f"{first_error_line(text)}\nThis process already loaded an earlier build of '{name}', and "
+                "an operator or class can be registered only once per process: restart the kernel "
+                "(or the Python process) and run the cells again."
+            ) from None
+        raise
+
+
+SETUPTOOLS_BUILD_DIR = BUILD_DIR / "setuptools" / "warp_perspective"
+
+
+def setuptools_build_ops() -> Path:
+    """Build the op with csrc/warp_perspective/setup.py into build/setuptools/ (nothing installed)."""
+    command = [
+        sys.executable, "setup.py", "--quiet", "build_ext",
+        "--build-lib", str(SETUPTOOLS_BUILD_DIR / "lib"),
+        "--build-temp", str(SETUPTOOLS_BUILD_DIR / "temp"),
+    ]
+    with _exclusive("setuptools_warp_perspective"):
+        _run_quietly("setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR,
+                     log_dir=SETUPTOOLS_BUILD_DIR)
+    (library,) = (SETUPTOOLS_BUILD_DIR / "lib").glob("workbook_warp_perspective*.so")
+    return library
+
+
+_FRESH_PROCESS_CHECK = r"""
+import sys, numpy as np, torch, cv2
+torch.ops.load_library(sys.argv[1])
+torch.manual_seed(0)
+image = torch.rand(48, 64, 3)
+warp = torch.tensor([[0.9, 0.1, 3.0], [-0.1, 1.1, -2.0], [0.0005, 0.0002, 1.0]], dtype=torch.float64)
+ours = torch.ops.workbook_cv.warp_perspective(image, warp, 40, 50)
+theirs = torch.from_numpy(cv2.warpPerspective(image.numpy(), warp.numpy(), (50, 40)))
+print(f"shape {tuple(ours.shape)}, equal to cv2.warpPerspective: {torch.equal(ours, theirs)}")
+"""
+
+
+def check_in_fresh_process(library) -> str:
+    """Load `library` in a new Python process, run the op once and compare it with pip's cv2."""
+    result = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_CHECK, str(library)],
+                            capture_output=True, text=True, cwd=REPO_ROOT)
+    if result.returncode != 0:
+        raise RuntimeError(result.stderr.strip().splitlines()[-1])
+    return result.stdout.strip()
+
+
+def _ninja() -> str | None:
+    found = shutil.which("ninja")
+    if found is None:
+        candidate = Path(sys.executable).parent / "ninja"
+        found = str(candidate) if candidate.exists() else None
+    return found
+
+
+@contextlib.contextmanager
+def _exclusive(name: str):
+    """One build of a project at a time, across processes (a notebook and pytest, say)."""
+    locks = BUILD_DIR / "locks"
+    locks.mkdir(parents=True, exist_ok=True)
+    with open(locks / f"cmake-{name}.flock", "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        yield
+
+
+def _run_quietly(project: str, step: str, command: list[str], *, cwd=None, log_dir=None) -> None:
+    environment = dict(os.environ, LC_ALL="C")
+    ninja = _ninja()
+    if ninja:
+        environment["PATH"] = os.pathsep.join([str(Path(ninja).parent), environment.get("PATH", "")])
+    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment)
+    if result.returncode == 0:
+        return
+    output = result.stdout + result.stderr
+    log = Path(log_dir or CMAKE_BUILD_DIR / project) / f"{step}_error.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(output)
+    raise BuildError(
+        f"The {step} step of '{project}' failed. The first error:\n\n"
+        f"{first_compiler_error(output)}\n\n"
+        f"Full output: {relative_to_repo(log)}"
+    )
+
+
+def _strip_repo(text: str) -> str:
+    return text.replace(str(REPO_ROOT) + os.sep, "")
