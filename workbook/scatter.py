@@ -120,7 +120,7 @@ def reference_mean(src, index, dim=-1, out=None, dim_size=None):
     if total.is_floating_point():
         acc = torch.float32 if total.dtype in (torch.float16, torch.bfloat16) else total.dtype
         return (total.to(acc) / count).to(total.dtype)
-    return total.div(count, rounding_mode="floor")
+    return total.div(count, rounding_mode="floor").to(total.dtype)
 
 
 def _reference_arg_reduce(src, index, dim, out, dim_size, which):

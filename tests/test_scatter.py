@@ -1,0 +1,273 @@
+"""The wb_scatter ops (csrc/scatter) against a pure-PyTorch reference built on torch's native ops."""
+import pytest
+import torch
+from hypothesis import given, settings, strategies as st, HealthCheck
+
+from workbook import scatter as S
+
+OPS = ["sum", "mean", "min", "max"]
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64,
+          torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ops():
+    return S.load()
+
+
+def ours(op, *args, **kwargs):
+    return getattr(S, f"scatter_{op}")(*args, **kwargs)
+
+
+def reference(op, *args, **kwargs):
+    return getattr(S, f"reference_{op}")(*args, **kwargs)
+
+
+def assert_same(op, got, expected):
+    """Integer-valued inputs keep every sum exact in every dtype, so results must agree exactly."""
+    if op in ("min", "max"):
+        assert torch.equal(got[0], expected[0]), f"values differ:\n{got[0]}\n{expected[0]}"
+        assert torch.equal(got[1], expected[1]), f"argindex differs:\n{got[1]}\n{expected[1]}"
+    else:
+        assert got.dtype == expected.dtype and torch.equal(got, expected), f"\n{got}\n{expected}"
+
+
+def integer_valued(shape, dtype, generator):
+    low = 0 if dtype == torch.uint8 else -8
+    return torch.randint(low, 9, shape, generator=generator).to(dtype)
+
+
+@st.composite
+def problems(draw):
+    ndim = draw(st.integers(1, 3))
+    shape = draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim))
+    dim = draw(st.integers(-ndim, ndim - 1))
+    # index: full shape, a 1-D index along dim, or leading dims only (broadcast over the rest)
+    form = draw(st.sampled_from(["full", "1d", "leading"]))
+    wrapped = dim % ndim
+    if form == "1d":
+        index_shape = [shape[wrapped]]
+    elif form == "leading":
+        index_shape = shape[: wrapped + 1]
+    else:
+        index_shape = list(shape)
+    groups = draw(st.integers(1, 6))
+    use_dim_size = draw(st.booleans())
+    return dict(shape=shape, dim=dim, index_shape=index_shape, groups=groups,
+                dim_size=groups + draw(st.integers(0, 2)) if use_dim_size else None,
+                dtype=draw(st.sampled_from(DTYPES)), op=draw(st.sampled_from(OPS)),
+                seed=draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+def test_matches_reference_over_random_shapes_dims_and_dtypes(p):
+    g = torch.Generator().manual_seed(p["seed"])
+    src = integer_valued(p["shape"], p["dtype"], g)
+    index = torch.randint(0, p["groups"], p["index_shape"], generator=g)
+    got = ours(p["op"], src, index, p["dim"], dim_size=p["dim_size"])
+    assert_same(p["op"], got, reference(p["op"], src, index, p["dim"], dim_size=p["dim_size"]))
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.int64, torch.float16])
+@pytest.mark.parametrize("n", [100_000, 300_001])
+def test_long_columns_split_across_threads(op, dtype, n):
+    """A 1-D src takes the path where threads split one column and merge private buffers."""
+    g = torch.Generator().manual_seed(n)
+    src = integer_valued((n,), dtype, g)
+    index = torch.randint(0, 50, (n,), generator=g)  # many ties: merging must keep the first one
+    assert_same(op, ours(op, src, index, 0), reference(op, src, index, 0))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_same_result_with_one_thread_and_with_all(op):
+    g = torch.Generator().manual_seed(1)
+    src = integer_valued((70_000, 3), torch.float32, g)
+    index = torch.randint(0, 20, (70_000,), generator=g)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        single = ours(op, src, index, 0)
+    finally:
+        torch.set_num_threads(threads)
+    assert_same(op, ours(op, src, index, 0), single)
+
+
+def test_first_position_wins_a_tie_and_empty_groups_are_zero_with_argindex_n():
+    src = torch.tensor([3.0, 1.0, 3.0, 1.0, 2.0])
+    index = torch.tensor([0, 0, 0, 0, 2])
+    values, arg = S.scatter_max(src, index, dim_size=4)
+    assert values.tolist() == [3.0, 0.0, 2.0, 0.0] and arg.tolist() == [0, 5, 4, 5]
+    values, arg = S.scatter_min(src, index, dim_size=4)
+    assert values.tolist() == [1.0, 0.0, 2.0, 0.0] and arg.tolist() == [1, 5, 4, 5]
+
+
+def test_infinite_values_are_kept_not_mistaken_for_empty_groups():
+    src = torch.tensor([float("inf"), -float("inf")])
+    values, arg = S.scatter_min(src, torch.tensor([0, 1]))
+    assert values.tolist() == [float("inf"), -float("inf")] and arg.tolist() == [0, 1]
+
+
+def test_integer_mean_rounds_down():
+    src = torch.tensor([-3, -4, 5, 2])
+    assert S.scatter_mean(src, torch.tensor([0, 0, 1, 1])).tolist() == [-4, 3]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_out_is_reduced_into_written_and_returned(op):
+    g = torch.Generator().manual_seed(2)
+    src = integer_valued((6, 4), torch.float32, g)
+    index = torch.randint(0, 3, (6,), generator=g)
+    start = integer_valued((3, 4), torch.float32, g)
+    out = start.clone()
+    got = ours(op, src, index, 0, out=out)
+    expected = reference(op, src, index, 0, out=start)
+    assert_same(op, got, expected)
+    result = got[0] if op in ("min", "max") else got
+    assert result.data_ptr() == out.data_ptr() and torch.equal(out, result)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_non_contiguous_out_is_written_in_place(op):
+    g = torch.Generator().manual_seed(3)
+    src = integer_valued((4, 6), torch.float64, g)
+    index = torch.randint(0, 3, (4, 6), generator=g)
+    start = integer_valued((3, 4), torch.float64, g).t()  # shape (4, 3), not contiguous
+    out = start.clone().t().contiguous().t()
+    assert not out.is_contiguous()
+    got = ours(op, src, index, 1, out=out)
+    assert_same(op, got, reference(op, src, index, 1, out=start))
+    assert torch.equal(out, got[0] if op in ("min", "max") else got)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_non_contiguous_src_and_index(op):
+    g = torch.Generator().manual_seed(4)
+    src = integer_valued((7, 5), torch.float32, g).t()[:, ::2]   # (5, 4) with odd strides
+    index = torch.randint(0, 4, (8, 5), generator=g).t()[:, ::2]
+    assert not src.is_contiguous() and not index.is_contiguous()
+    assert_same(op, ours(op, src, index, 1), reference(op, src.contiguous(), index.contiguous(), 1))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_dim_size_adds_empty_groups(op):
+    src = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    index = torch.tensor([1, 1])
+    got = ours(op, src, index, 0, dim_size=4)
+    result = got[0] if op in ("min", "max") else got
+    assert result.shape == (4, 2) and torch.equal(result[[0, 2, 3]], torch.zeros(3, 2))
+    if op in ("min", "max"):
+        assert got[1][0].tolist() == [2, 2]
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_empty_inputs(op):
+    src = torch.zeros(0, 3)
+    index = torch.zeros(0, dtype=torch.long)
+    got = ours(op, src, index, 0)
+    assert (got[0] if op in ("min", "max") else got).shape == (0, 3)
+    got = ours(op, src, index, 0, dim_size=2)
+    result = got[0] if op in ("min", "max") else got
+    assert torch.equal(result, torch.zeros(2, 3))
+    if op in ("min", "max"):
+        assert torch.equal(got[1], torch.zeros(2, 3, dtype=torch.long))  # src.size(0) == 0
+    # an empty trailing dimension: the broadcast index is empty too, so (as in torch_scatter)
+    # dim_size comes out 0 unless it is given
+    src = torch.zeros(4, 0)
+    got = ours(op, src, torch.tensor([0, 1, 1, 0]), 0)
+    assert (got[0] if op in ("min", "max") else got).shape == (0, 0)
+    got = ours(op, src, torch.tensor([0, 1, 1, 0]), 0, dim_size=2)
+    assert (got[0] if op in ("min", "max") else got).shape == (2, 0)
+
+
+def _gradcheck_fn(op, index, dim, dim_size=None, with_out=False):
+    def f(src, *start):
+        out = start[0].clone() if with_out else None  # clone: out= is written in place
+        result = ours(op, src, index, dim, out=out, dim_size=dim_size)
+        return result[0] if op in ("min", "max") else result
+    return f
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_gradcheck(op, dim):
+    g = torch.Generator().manual_seed(5)
+    src = torch.randn(5, 4, dtype=torch.double, generator=g, requires_grad=True)  # distinct values: no ties
+    index = torch.randint(0, 3, (5, 4), generator=g)
+    assert torch.autograd.gradcheck(_gradcheck_fn(op, index, dim, dim_size=4), (src,))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_gradcheck_with_out_and_broadcast_index(op):
+    g = torch.Generator().manual_seed(6)
+    src = torch.randn(6, 3, dtype=torch.double, generator=g, requires_grad=True)
+    start = torch.randn(4, 3, dtype=torch.double, generator=g, requires_grad=True)
+    index = torch.tensor([0, 2, 2, 0, 3, 0])
+    assert torch.autograd.gradcheck(_gradcheck_fn(op, index, 0, with_out=True), (src, start))
+
+
+def test_gradients_match_the_reference_ops():
+    g = torch.Generator().manual_seed(7)
+    for op in OPS:
+        a = torch.randn(8, 3, dtype=torch.double, generator=g, requires_grad=True)
+        b = a.detach().clone().requires_grad_()
+        index = torch.randint(0, 4, (8,), generator=g)
+        weight = torch.randn(4, 3, dtype=torch.double, generator=g)
+        for x, fn in ((a, ours), (b, reference)):
+            result = fn(op, x, index, 0, dim_size=4)
+            ((result[0] if op in ("min", "max") else result) * weight).sum().backward()
+        torch.testing.assert_close(a.grad, b.grad)
+
+
+def test_index_and_dim_size_are_not_differentiable_and_out_leaf_is_refused():
+    src = torch.randn(3, requires_grad=True)
+    out = torch.zeros(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        S.scatter_sum(src, torch.tensor([0, 1, 1]), out=out)
+
+
+SRC = torch.randn(6, 3)
+INDEX = torch.tensor([0, 2, 2, 0, 3, 0])
+BAD_INPUTS = {
+    "float index": (lambda op: ours(op, SRC, INDEX.float(), 0), "index must be an integer tensor"),
+    "int32 index": (lambda op: ours(op, SRC, INDEX.int(), 0), "index must be an int64 tensor"),
+    "index out of range": (lambda op: ours(op, SRC, INDEX, 0, dim_size=3), r"index value 3 .* out of range"),
+    "negative index": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0), "index contains the negative value -1"),
+    "negative index with dim_size": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, dim_size=4),
+                                     r"index value -1 .* out of range"),
+    "shape mismatch": (lambda op: ours(op, SRC, torch.tensor([0, 1, 2]), 0), "index of shape .* cannot be broadcast against src"),
+    "index with more dims": (lambda op: ours(op, SRC, INDEX.view(6, 1, 1), 0), "index has 3 dimensions"),
+    "wrong device (index)": (lambda op: ours(op, SRC, INDEX.to("meta"), 0), "index is on meta but src is on cpu"),
+    "wrong device (out)": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3, device="meta")), "out is on meta"),
+    "out of wrong shape": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 4)), "out has shape"),
+    "out of wrong dtype": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3, dtype=torch.double)), "out has dtype"),
+    "dim out of range": (lambda op: ours(op, SRC, INDEX, 2), r"dim must be in \[-2, 2\)"),
+    "dim_size disagrees with out": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3), dim_size=5), "dim_size is 5"),
+    "negative dim_size": (lambda op: ours(op, SRC, INDEX, 0, dim_size=-1), "dim_size must be >= 0"),
+    "0-d src": (lambda op: ours(op, torch.tensor(1.0), torch.tensor(0), 0), "src must have at least one dimension"),
+    "bool src": (lambda op: ours(op, SRC > 0, INDEX, 0), "src has dtype Bool"),
+}
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("case", list(BAD_INPUTS))
+def test_bad_input_raises_runtime_error_naming_the_argument(op, case):
+    call, message = BAD_INPUTS[case]
+    with pytest.raises(RuntimeError, match=message):
+        call(op)
+
+
+def test_kernel_op_checks_its_own_arguments(ops):
+    with pytest.raises(RuntimeError, match="index must have src's shape"):
+        ops.scatter_reduce_kernel(SRC, INDEX, 0, None, None, "sum")
+    with pytest.raises(RuntimeError, match="reduce must be one of"):
+        ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), 0, None, None, "prod")
+    with pytest.raises(RuntimeError, match=r"dim must be in \[0, 2\)"):
+        ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), -1, None, None, "sum")
+    out, extra = ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), 0, None, None, "sum")
+    assert extra is None and torch.allclose(out, S.reference_sum(SRC, INDEX, 0))
+
+
+def test_scatter_with_reduce_name():
+    assert torch.equal(S.scatter(SRC, INDEX, 0, reduce="max"), S.reference_max(SRC, INDEX, 0)[0])
