@@ -71,15 +71,6 @@ def check_leaky_relu_(LeakyReLUInplace) -> None:
     expect_close(got, want, "the gradient for x")
 
 
-@exercise("1.4 twice-differentiable softplus")
-def check_softplus(SoftplusFn) -> None:
-    (x,) = _double_inputs((6,))
-    expect_close(SoftplusFn.apply(x), F.softplus(x), "the forward output")
-    large = torch.tensor([60.0, 800.0], dtype=torch.float64)
-    expect_close(SoftplusFn.apply(large), F.softplus(large), "the output for large inputs (overflow?)")
-    _expect_gradcheck(SoftplusFn.apply, (x,), second_order=True)
-
-
 @exercise("1.3 row max with its index")
 def check_row_max(RowMax) -> None:
     """RowMax.apply(x) -> (values, indices) over the last dimension; indices are not differentiable."""
@@ -94,3 +85,12 @@ def check_row_max(RowMax) -> None:
     (got,) = torch.autograd.grad(values, x, grad_values)
     (want,) = torch.autograd.grad(x.max(dim=-1).values, x, grad_values)
     expect_close(got, want, "the gradient for x")
+
+
+@exercise("1.4 twice-differentiable softplus")
+def check_softplus(SoftplusFn) -> None:
+    (x,) = _double_inputs((6,))
+    expect_close(SoftplusFn.apply(x), F.softplus(x), "the forward output")
+    large = torch.tensor([60.0, 800.0], dtype=torch.float64)
+    expect_close(SoftplusFn.apply(large), F.softplus(large), "the output for large inputs (overflow?)")
+    _expect_gradcheck(SoftplusFn.apply, (x,), second_order=True)
