@@ -139,7 +139,13 @@ def read_app_output(model, output=None):
     import torch
 
     output = Path(output) if output else Path(model).with_suffix(".out.pt")
-    return torch.load(output)
+    # torch::pickle_save writes typed lists (a List[Tensor] as build_tensorlist, ...): allow those
+    # builders, which only rebuild lists, in torch.load's safe (weights_only) unpickler.
+    from torch.jit import _pickle
+
+    builders = [getattr(_pickle, name) for name in dir(_pickle) if name.startswith(("build_", "restore_type_tag"))]
+    with torch.serialization.safe_globals(builders):
+        return torch.load(output)
 
 
 def first_error_line(text: str) -> str:

@@ -1,0 +1,200 @@
+"""Exercise checks of chapters 06 and 07 pass on the solutions and explain wrong implementations."""
+from typing import List
+
+import pytest
+import torch
+
+from workbook import torchscript
+from workbook.exercises import ch06, ch07
+
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+
+# The notebooks' solutions (6.1 and 7.1), plus deliberately wrong versions in their own namespace.
+SOURCE = r"""
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <torch/custom_class.h>
+#include <torch/library.h>
+
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
+
+#include <deque>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+at::Tensor blur(const at::Tensor& image, int64_t ksize, double sigma) {
+  TORCH_CHECK(image.device().is_cpu() && image.scalar_type() == at::kFloat,
+              "gaussian_blur: image must be a float32 CPU tensor, got ", image.scalar_type(), " on ", image.device());
+  TORCH_CHECK(image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4),
+              "gaussian_blur: image must be H x W or H x W x C with 1 to 4 channels, got shape ", image.sizes());
+  TORCH_CHECK(ksize > 0 && ksize % 2 == 1, "gaussian_blur: ksize must be odd and positive, got ", ksize);
+  TORCH_CHECK(sigma > 0, "gaussian_blur: sigma must be positive, got ", sigma);
+  const at::Tensor source = image.contiguous();
+  const int channels = image.dim() == 3 ? static_cast<int>(image.size(2)) : 1;
+  const int rows = static_cast<int>(image.size(0)), cols = static_cast<int>(image.size(1));
+  const cv::Mat source_mat(rows, cols, CV_32FC(channels), const_cast<float*>(source.const_data_ptr<float>()));
+  at::Tensor output = at::empty(source.sizes(), source.options());
+  cv::Mat output_mat(rows, cols, CV_32FC(channels), output.mutable_data_ptr<float>());
+  cv::GaussianBlur(source_mat, output_mat, cv::Size(static_cast<int>(ksize), static_cast<int>(ksize)), sigma);
+  return output;
+}
+
+// Wrong: ignores sigma.
+at::Tensor blur_sigma_ignored(const at::Tensor& image, int64_t ksize, double) { return blur(image, ksize, 1.0); }
+
+// One C++ type per registered class (registering a type twice aborts at load time).
+template <bool forget_capacity>
+class RecentStrings : public torch::CustomClassHolder {
+ public:
+  explicit RecentStrings(int64_t capacity) : capacity_(capacity) {}
+  void push(std::string word) {
+    words_.push_back(std::move(word));
+    if (static_cast<int64_t>(words_.size()) > capacity_) words_.pop_front();
+  }
+  int64_t capacity() const { return capacity_; }
+  int64_t size() const { return static_cast<int64_t>(words_.size()); }
+  std::vector<std::string> items() const { return {words_.begin(), words_.end()}; }
+
+ private:
+  int64_t capacity_;
+  std::deque<std::string> words_;
+};
+
+using State = std::tuple<int64_t, std::vector<std::string>>;
+
+template <bool forget_capacity>
+void register_recent_strings(torch::Library& m, const char* name) {
+  using RecentStrings = RecentStrings<forget_capacity>;
+  m.class_<RecentStrings>(name)
+      .def(torch::init<int64_t>())
+      .def("push", &RecentStrings::push)
+      .def("capacity", &RecentStrings::capacity)
+      .def("size", &RecentStrings::size)
+      .def("items", &RecentStrings::items)
+      .def_pickle(
+          [](const c10::intrusive_ptr<RecentStrings>& self) -> State { return {self->capacity(), self->items()}; },
+          [](State state) -> c10::intrusive_ptr<RecentStrings> {
+            // The wrong one forgets the saved capacity and uses 10.
+            auto recent = c10::make_intrusive<RecentStrings>(forget_capacity ? 10 : std::get<0>(state));
+            for (auto& word : std::get<1>(state)) recent->push(std::move(word));
+            return recent;
+          });
+}
+
+}  // namespace
+
+TORCH_LIBRARY_FRAGMENT(workbook_cv, m) {
+  m.def("gaussian_blur(Tensor image, int ksize, float sigma) -> Tensor");
+}
+TORCH_LIBRARY_IMPL(workbook_cv, CPU, m) {
+  m.impl("gaussian_blur", &blur);
+}
+TORCH_LIBRARY(workbook_ch07, m) {
+  register_recent_strings<false>(m, "RecentStrings");
+}
+TORCH_LIBRARY(workbook_exercise_mistakes, m) {
+  m.def("gaussian_blur_sigma_ignored(Tensor image, int ksize, float sigma) -> Tensor", &blur_sigma_ignored);
+  register_recent_strings<true>(m, "ForgetfulRecentStrings");
+}
+"""
+
+
+@pytest.fixture(scope="module", autouse=True)
+def libraries():
+    torchscript.load_ops()
+    torchscript.load_library_source("test_torchscript_exercises", SOURCE, opencv=True)
+
+
+def test_gaussian_blur_check_passes_on_the_solution():
+    assert ch06.check_gaussian_blur().passed
+
+
+def test_gaussian_blur_check_explains_a_wrong_kernel():
+    outcome = ch06.check_gaussian_blur(torch.ops.workbook_exercise_mistakes.gaussian_blur_sigma_ignored)
+    assert outcome.status == "failed"
+    assert "gaussian_blur of a (12, 17) image with ksize=3, sigma=0.8 is wrong at index (0, 0)" in outcome.explanation
+
+
+def test_gaussian_blur_check_wants_ksize_validated():
+    def unchecked(image, ksize, sigma):
+        return torch.ops.workbook_cv.gaussian_blur(image, ksize, sigma) if ksize % 2 else image.clone()
+
+    outcome = ch06.check_gaussian_blur(unchecked)
+    assert outcome.status == "failed" and "should raise: ksize must be odd" in outcome.explanation
+
+
+def blur_then_warp(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
+                   sigma: float) -> torch.Tensor:
+    blurred = torch.ops.workbook_cv.gaussian_blur(image, ksize, sigma)
+    return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
+
+
+def test_blur_then_warp_check_passes_on_the_solution():
+    assert ch06.check_blur_then_warp(torch.jit.script(blur_then_warp)).passed
+
+
+def test_blur_then_warp_check_explains_mistakes():
+    outcome = ch06.check_blur_then_warp(blur_then_warp)  # plain Python, not scripted
+    assert outcome.status == "failed" and "@torch.jit.script" in outcome.explanation
+
+    @torch.jit.script
+    def warp_then_blur(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
+                       sigma: float) -> torch.Tensor:
+        warped = torch.ops.workbook_cv.warp_perspective(image, warp, height, width)
+        return torch.ops.workbook_cv.gaussian_blur(warped, ksize, sigma)
+
+    outcome = ch06.check_blur_then_warp(warp_then_blur)
+    assert outcome.status == "failed" and "is wrong at index" in outcome.explanation
+
+    @torch.jit.script
+    def warp_only(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
+                  sigma: float) -> torch.Tensor:
+        return torch.ops.workbook_cv.warp_perspective(image, warp, height, width)
+
+    outcome = ch06.check_blur_then_warp(warp_only)
+    assert outcome.status == "failed" and "never calls workbook_cv::gaussian_blur" in outcome.explanation
+
+
+def test_recent_strings_check_passes_on_the_solution():
+    assert ch07.check_recent_strings().passed
+
+
+def test_recent_strings_check_explains_a_lost_capacity():
+    outcome = ch07.check_recent_strings(torch.classes.workbook_exercise_mistakes.ForgetfulRecentStrings)
+    assert outcome.status == "failed"
+    assert "after torch.jit.save and torch.jit.load, capacity() is 10, expected 3" in outcome.explanation
+
+
+def reverse(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+    stack = torch.classes.workbook_classes.TensorStack([])
+    for tensor in tensors:
+        stack.push(tensor)
+    out: List[torch.Tensor] = []
+    while not stack.empty():
+        out.append(stack.pop())
+    return out
+
+
+def test_reverse_check_passes_on_the_solution():
+    assert ch07.check_reverse(torch.jit.script(reverse)).passed
+
+
+def test_reverse_check_explains_mistakes():
+    @torch.jit.script
+    def same_order(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+        stack = torch.classes.workbook_classes.TensorStack(tensors)
+        return stack.items()
+
+    outcome = ch07.check_reverse(same_order)
+    assert outcome.status == "failed" and "element 0 of the result is wrong" in outcome.explanation
+
+    @torch.jit.script
+    def without_the_class(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+        return tensors[::-1]
+
+    outcome = ch07.check_reverse(without_the_class)
+    assert outcome.status == "failed" and "never uses" in outcome.explanation
