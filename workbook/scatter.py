@@ -172,3 +172,72 @@ def load_inline_ops(stem: str, source: str, **kwargs):
 
 
 _inline_loaded: set[str] = set()
+
+
+# ---- chapter 04: the same sources as a pip-installable package and as a CMake project --------
+
+PACKAGE_SOURCE = REPO_ROOT / "csrc" / "scatter"
+PACKAGE_SITE = REPO_ROOT / "build" / "scatter_pkg" / "site"   # pip install --target: not the venv
+CMAKE_BUILD = REPO_ROOT / "build" / "scatter_cmake"
+
+
+def _run(command, **kwargs):
+    import subprocess
+
+    kwargs.setdefault("cwd", REPO_ROOT)
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise RuntimeError(f"`{' '.join(map(str, command))}` failed (exit {result.returncode}):\n{tail}")
+    return result
+
+
+def pip_install_command(target=PACKAGE_SITE) -> list[str]:
+    """`pip install --no-build-isolation` of csrc/scatter into a folder of its own (a throw-away site)."""
+    import sys
+
+    return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            "--no-build-isolation", "--no-deps", "--upgrade", "--target", str(target), str(PACKAGE_SOURCE)]
+
+
+def install_package(target=PACKAGE_SITE) -> Path:
+    """Build and install the wb_scatter package into `target` (~40 s cold, a few seconds warm)."""
+    _run(pip_install_command(target))
+    return Path(target)
+
+
+def run_python(code: str, path=PACKAGE_SITE) -> str:
+    """Run `code` in a fresh Python whose sys.path starts with `path`; return what it printed.
+
+    A fresh process: a library namespace (TORCH_LIBRARY(wb_scatter)) can be registered only once
+    per process, and the JIT-built wb_scatter may already be loaded in this one.
+    """
+    import os
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")]))
+    return _run([sys.executable, "-c", code], env=env, cwd="/").stdout
+
+
+def cmake_configure_command(build_dir=CMAKE_BUILD) -> list[str]:
+    import torch.utils
+
+    return ["cmake", "-S", str(PACKAGE_SOURCE), "-B", str(build_dir), "-G", "Ninja",
+            "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
+            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+
+
+def cmake_build(build_dir=CMAKE_BUILD) -> Path:
+    """Configure (first time) and build libwb_scatter.so and scatter_demo (~60 s cold)."""
+    import shutil
+
+    build_dir = Path(build_dir)
+    if shutil.which("ninja") is None:
+        import os
+        import sys
+
+        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    if not (build_dir / "build.ninja").exists():
+        _run(cmake_configure_command(build_dir))
+    _run(["cmake", "--build", str(build_dir)])
+    return build_dir

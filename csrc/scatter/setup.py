@@ -1,0 +1,55 @@
+"""setuptools build of the wb_scatter package: the same sources as the JIT build and the CMake build.
+
+    pip install --no-build-isolation ./csrc/scatter         # into the current environment
+    pip wheel --no-build-isolation --no-deps -w dist ./csrc/scatter
+
+torch's BuildExtension adds torch's include folders, the C++ standard torch needs, the
+_GLIBCXX_USE_CXX11_ABI value torch was built with, and compiles with ninja (in parallel, and only
+what changed). CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit
+is found; set WB_SCATTER_CPU_ONLY=1 to leave them out.
+"""
+import os
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension, CUDA_HOME
+import torch
+
+HERE = Path(__file__).resolve().parent
+CPU_SOURCES = ["scatter.cpp", "cpu/scatter_cpu.cpp"]  # setuptools wants paths relative to setup.py
+CUDA_SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "cuda").glob("*.cu"))
+with_cuda = (bool(CUDA_SOURCES) and torch.version.cuda is not None and CUDA_HOME is not None
+             and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0"))
+
+# -fopenmp: at::parallel_for uses threads only when compiled with OpenMP. -g0: setuptools adds -g,
+# which makes objects large and builds slower; this package has no use for debug info.
+cxx_flags = ["-O3", "-g0", "-fopenmp"]
+Extension = CUDAExtension if with_cuda else CppExtension
+extension = Extension(
+    # The library is loaded with torch.ops.load_library (it registers ops; it defines no Python
+    # module), so it needs no PyInit function; the name only places the file in the package.
+    name="wb_scatter._C",
+    sources=CPU_SOURCES + (CUDA_SOURCES if with_cuda else []),
+    extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3"]} if with_cuda else cxx_flags,
+    extra_link_args=["-fopenmp"],
+)
+
+# Inside the workbook, keep build products in the repository's git-ignored build/ folder, not in
+# csrc/scatter/build/ next to the sources.
+repository = HERE.parent.parent
+options = {}
+if (repository / "workbook").is_dir():
+    options["build"] = {"build_base": str(repository / "build" / "scatter_pkg" / "setuptools")}
+
+setup(
+    name="wb-scatter",
+    version="0.1.0",
+    description="scatter_sum/mean/min/max with torch_scatter's signature (Extending PyTorch workbook)",
+    packages=["wb_scatter"],
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExtension},
+    install_requires=["torch"],
+    python_requires=">=3.9",
+    options=options,
+    zip_safe=False,
+)
