@@ -34,11 +34,14 @@ inline void check_argument(const char* op, const at::Tensor& tensor, const char*
               "; all arguments must be on the same device");
 }
 
-// Checks that `tensor` has exactly the shape `expected`, explaining where the expectation comes from.
+// Checks that `tensor` has exactly the shape `expected`, which is `formula` with sizes taken from
+// the arguments named in `source`.
 inline void check_shape(const char* op, const at::Tensor& tensor, const char* name,
-                        std::initializer_list<int64_t> expected, const char* meaning) {
+                        std::initializer_list<int64_t> expected, const char* formula,
+                        const char* source) {
   TORCH_CHECK(tensor.sizes() == at::IntArrayRef(expected), op, ": ", name, " must have shape ",
-              at::IntArrayRef(expected), " ", meaning, ", got ", tensor.sizes());
+              formula, " = ", at::IntArrayRef(expected), " (sizes from ", source, "), got ",
+              tensor.sizes());
 }
 
 // Validates the arguments of lltm_forward; returns (batch_size, state_size, input_features).
@@ -58,10 +61,11 @@ inline std::tuple<int64_t, int64_t, int64_t> check_forward_arguments(
   const int64_t state_size = old_h.size(1);
   TORCH_CHECK(old_h.size(0) == batch_size, op, ": old_h must have one row per row of input (",
               batch_size, "), got shape ", old_h.sizes());
-  check_shape(op, old_cell, "old_cell", {batch_size, state_size}, "(the shape of old_h)");
+  check_shape(op, old_cell, "old_cell", {batch_size, state_size}, "(batch_size, state_size)",
+              "input and old_h");
   check_shape(op, weights, "weights", {3 * state_size, state_size + input_features},
-              "(3 * state_size, state_size + input_features), from old_h and input");
-  check_shape(op, bias, "bias", {3 * state_size}, "(3 * state_size), from old_h");
+              "(3 * state_size, state_size + input_features)", "old_h and input");
+  check_shape(op, bias, "bias", {3 * state_size}, "(3 * state_size)", "old_h");
   return {batch_size, state_size, input_features};
 }
 
@@ -84,17 +88,17 @@ inline std::tuple<int64_t, int64_t, int64_t> check_backward_arguments(
   const int64_t batch_size = grad_h.size(0);
   const int64_t state_size = grad_h.size(1);
   TORCH_CHECK(X.size(0) == batch_size && X.size(1) >= state_size, op,
-              ": X must have shape (batch_size, state_size + input_features) = (", batch_size, ", ",
-              state_size, " + input_features), from grad_h; got ", X.sizes());
+              ": X must have shape (batch_size, state_size + input_features) = [", batch_size, ", ",
+              state_size, " + input_features] (sizes from grad_h), got ", X.sizes());
   const int64_t input_features = X.size(1) - state_size;
   for (const auto& [tensor, name] : arguments) {
     if (tensor == &X || tensor == &gate_weights || tensor == &weights) continue;
-    check_shape(op, *tensor, name, {batch_size, state_size}, "(the shape of grad_h)");
+    check_shape(op, *tensor, name, {batch_size, state_size}, "(batch_size, state_size)", "grad_h");
   }
   check_shape(op, gate_weights, "gate_weights", {batch_size, 3 * state_size},
-              "(batch_size, 3 * state_size), from grad_h");
+              "(batch_size, 3 * state_size)", "grad_h");
   check_shape(op, weights, "weights", {3 * state_size, state_size + input_features},
-              "(3 * state_size, state_size + input_features), from grad_h and X");
+              "(3 * state_size, state_size + input_features)", "grad_h and X");
   return {batch_size, state_size, input_features};
 }
 

@@ -26,12 +26,12 @@
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
-#include <ATen/ops/addcmul.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/elu.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
+#include <ATen/ops/mul.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/tanh.h>
 #include <torch/library.h>
@@ -54,6 +54,12 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
                                const at::Tensor& gate_weights, at::Tensor& d_gates,
                                at::Tensor& d_old_cell) {
   using opmath_t = at::opmath_type<scalar_t>;
+  // The loop reads raw memory in row-major order: every tensor must be laid out that way.
+  for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{
+           &grad_h, &grad_cell, &tanh_new_cell, &input_gate, &output_gate,
+           &candidate_cell, &gate_weights, &d_gates, &d_old_cell}) {
+    TORCH_INTERNAL_ASSERT(tensor->is_contiguous());
+  }
   const int64_t state_size = grad_h.size(1);
   const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
   const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
@@ -105,7 +111,10 @@ std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tens
   at::Tensor input_gate = at::sigmoid(gate_weights.narrow(1, 0, state_size));
   at::Tensor output_gate = at::sigmoid(gate_weights.narrow(1, state_size, state_size));
   at::Tensor candidate_cell = at::elu(gate_weights.narrow(1, 2 * state_size, state_size));
-  at::Tensor new_cell = at::addcmul(old_cell, candidate_cell, input_gate);  // old + cand * in
+  // new_cell = old_cell + candidate * input_gate. Written as (candidate * input_gate) += old_cell so
+  // that new_cell is contiguous like the gates: addcmul(old_cell, ...) would copy old_cell's
+  // memory layout, which may be column-major.
+  at::Tensor new_cell = at::mul(candidate_cell, input_gate).add_(old_cell);
   at::Tensor new_h = at::tanh(new_cell).mul_(output_gate);  // in place on a fresh temporary
   return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
 }
@@ -125,7 +134,9 @@ std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Te
   // with stride 0), and the loop below reads raw memory in row-major order.
   const at::Tensor grad_h_c = grad_h.contiguous();
   const at::Tensor grad_cell_c = grad_cell.contiguous();
-  const at::Tensor tanh_new_cell = at::tanh(new_cell);  // vectorized; the loop needs no exp/tanh
+  // at::tanh is vectorized, so the loop needs no exp/tanh of its own. Its result has the memory
+  // layout of its input, hence contiguous() before, not after.
+  const at::Tensor tanh_new_cell = at::tanh(new_cell.contiguous());
   const at::Tensor input_gate_c = input_gate.contiguous();
   const at::Tensor output_gate_c = output_gate.contiguous();
   const at::Tensor candidate_cell_c = candidate_cell.contiguous();
