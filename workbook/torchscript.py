@@ -148,12 +148,49 @@ def read_app_output(model, output=None):
         return torch.load(output)
 
 
+def show_source(path, start: str | None = None, stop: str | None = None) -> None:
+    """Print a repository file (path relative to the repository), or its lines from the first one
+    containing `start` up to (not including) the next one containing `stop`."""
+    lines = (REPO_ROOT / path).read_text().splitlines()
+    if start is not None:
+        first = next(i for i, line in enumerate(lines) if start in line)
+        last = len(lines)
+        if stop is not None:
+            last = next((i for i, line in enumerate(lines) if i > first and stop in line), len(lines))
+        lines = lines[first:last]
+    print(f"// {path}" if str(path).endswith((".cpp", ".h")) else f"# {path}")
+    print("\n".join(lines).rstrip())
+
+
 def first_error_line(text: str) -> str:
     """The first line of an error message that says what went wrong (skips blank lines)."""
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""
+    return error_summary(text, 1)
+
+
+def error_summary(text: str, lines: int = 2) -> str:
+    """The first `lines` non-blank lines of an error message, stopping before any source excerpt
+    or C++ backtrace (which name files and addresses that differ between machines)."""
+    kept = []
+    for line in str(text).splitlines():
+        if line.startswith(("  File ", "Exception raised from", "frame #")) or line.strip() in (":", ""):
+            if kept and line.strip() != "":
+                break
+            continue
+        kept.append(line.strip())
+        if len(kept) == lines:
+            break
+    return "\n".join(kept)
+
+
+def static_assertions(log_path) -> list[str]:
+    """The distinct `static assertion failed` messages in a compiler log, in order."""
+    import re
+
+    found = []
+    for message in re.findall(r"static assertion failed: (.*)", Path(log_path).read_text()):
+        if message not in found:
+            found.append(message)
+    return found
 
 
 def opencv_compile_flags() -> tuple[list[str], list[str]]:

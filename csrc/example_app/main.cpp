@@ -43,6 +43,12 @@ void describe(const c10::IValue& value) {
   }
 }
 
+// An error message on stderr, without the blank lines some messages start with.
+void report(std::string message) {
+  message.erase(0, message.find_first_not_of(" \n"));
+  std::cerr << "error: " << message << "\n";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -69,9 +75,11 @@ int main(int argc, char** argv) {
 
     const std::vector<char> bytes = torch::jit::pickle_save(output);
     std::ofstream(argv[3], std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  } catch (const c10::Error& error) {
+    report(error.what_without_backtrace());  // without the C++ backtrace of where it was thrown
+    return 1;
   } catch (const std::exception& error) {
-    // c10::Error's what() ends with a C++ backtrace; its first lines say what went wrong.
-    std::cerr << "error: " << error.what() << "\n";
+    report(error.what());
     return 1;
   }
   return 0;
