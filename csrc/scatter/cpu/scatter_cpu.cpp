@@ -3,12 +3,13 @@
 // The workbook's own loops (not a call to torch's native scatter ops), run in parallel with
 // at::parallel_for. Every tensor is viewed as [outer, n, inner] around `dim` (src and index:
 // n = src.size(dim); the output: m = dim_size), and a "column" is one (outer, inner) pair.
-//  - Many columns (a 2-D src reduced along dim 0 with 64 features, or along the last dim of a
-//    batch): threads split the columns; each writes only its own columns of the output, so no
-//    two threads ever touch the same output element.
-//  - Fewer columns than threads (a 1-D src): threads split the n elements of a column instead;
-//    each reduces its slice into a private buffer, and the buffers are merged in order, which
-//    keeps the "first position wins a tie" rule of min/max.
+//  - Many rows (outer >= threads), or rows wide enough (inner >= 16 per thread) that each
+//    thread gets whole cache lines: threads split the columns; each writes only its own columns
+//    of the output, so no two threads ever touch the same output element.
+//  - Otherwise (a 1-D src, or [edges, 4 features] along dim 0) threads split the n elements of
+//    a row instead; each reduces its slice into a private buffer, and the buffers are merged in
+//    order, which keeps the "first position wins a tie" rule of min/max. (Splitting 4 columns
+//    between 2 threads would make both write into the same cache lines on every update.)
 // float16/bfloat16 accumulate in a float32 buffer (summing thousands of halves in half precision
 // loses digits); other dtypes accumulate in the output itself when it is contiguous.
 #include "../scatter.h"
@@ -68,101 +69,88 @@ struct Reducer {
   TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
 }
 
-// Reduce the elements j in [j0, j1) of column (o, i) into val/extra (strided by `vs` per group).
+// Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
+// `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
 template <typename scalar_t, typename acc_t, Reduce R>
-inline void reduce_column(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t i,
-                          int64_t j0, int64_t j1, acc_t* val, int64_t* extra, int64_t vs, bool fresh) {
-  const scalar_t* s = src + (o * g.n) * g.inner + i;
-  const int64_t* ix = index + o * g.is0 + i * g.is2;
-  int64_t none = g.n;
+inline void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t j0,
+                         int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
+  const scalar_t* s = src + o * g.n * g.inner;
+  const int64_t* ix = index + o * g.is0;
   for (int64_t j = j0; j < j1; ++j) {
-    int64_t k = ix[j * g.is1];
-    if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-    int64_t dummy = 0;
-    int64_t& e = (R == Reduce::Sum) ? dummy : extra[k * vs];
-    bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && e == none;
-    Reducer<acc_t, R>::update(val[k * vs], e, static_cast<acc_t>(s[j * g.inner]), j, empty);
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t k = ix[j * g.is1 + i * g.is2];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      int64_t slot = k * g.inner + i;
+      int64_t dummy = 0;
+      int64_t& e = (R == Reduce::Sum) ? dummy : extra[slot];
+      bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && e == g.n;
+      Reducer<acc_t, R>::update(val[slot], e, static_cast<acc_t>(s[j * g.inner + i]), j, empty);
+    }
   }
 }
 
 template <typename scalar_t, typename acc_t, Reduce R>
 void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
                    bool fresh) {
-  const int64_t columns = g.outer * g.inner;
   const int64_t threads = at::get_num_threads();
-  const int64_t work = g.n * columns;
-  if (columns >= threads || threads == 1 || g.n < 2 * kGrain) {
-    // Split the columns. Within a row of columns (same o), the inner loop runs over i, the
-    // contiguous dimension of src and the output.
-    int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
-    if (work < kGrain) grain = columns;  // too small to be worth threads
+  const int64_t row = g.m * g.inner;  // one row (fixed o) of the output
+  // Few elements: one thread. Many rows, or rows wide enough that each thread gets whole cache
+  // lines of columns: split the columns (o, i) between threads.
+  bool small = g.n * g.outer * g.inner < kGrain;
+  if (small || threads == 1 || g.outer >= threads || g.inner >= 16 * threads) {
+    const int64_t columns = g.outer * g.inner;
+    int64_t grain = small ? columns : std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
     at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
-      int64_t c = begin;
-      while (c < end) {
+      for (int64_t c = begin; c < end;) {
         int64_t o = c / g.inner, i0 = c % g.inner;
-        int64_t i1 = std::min(g.inner, i0 + (end - c));
-        acc_t* a = acc + o * g.m * g.inner;
-        int64_t* e = extra ? extra + o * g.m * g.inner : nullptr;
-        if (i1 - i0 == 1) {
-          reduce_column<scalar_t, acc_t, R>(src, index, g, o, i0, 0, g.n, a + i0, e ? e + i0 : nullptr, g.inner, fresh);
-        } else {
-          const scalar_t* s = src + o * g.n * g.inner;
-          const int64_t* ix = index + o * g.is0;
-          for (int64_t j = 0; j < g.n; ++j) {
-            for (int64_t i = i0; i < i1; ++i) {
-              int64_t k = ix[j * g.is1 + i * g.is2];
-              if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-              int64_t dummy = 0;
-              int64_t& ee = (R == Reduce::Sum) ? dummy : e[k * g.inner + i];
-              bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && ee == g.n;
-              Reducer<acc_t, R>::update(a[k * g.inner + i], ee, static_cast<acc_t>(s[j * g.inner + i]), j, empty);
-            }
-          }
-        }
+        int64_t i1 = std::min(g.inner, i0 + (end - c));  // stay within row o
+        reduce_block<scalar_t, acc_t, R>(src, index, g, o, 0, g.n, i0, i1, acc + o * row,
+                                         extra ? extra + o * row : nullptr, fresh);
         c += i1 - i0;
       }
     });
     return;
   }
-  // Few long columns: split each column's n elements into one slice per thread. Slice 0 reduces
-  // straight into the output; the others into private buffers that are merged in slice order.
+  // Few narrow rows (a 1-D src, or [edges, 4 features] along dim 0): split the n elements of a
+  // row into one slice per thread. Slice 0 reduces straight into the output; the others into
+  // private [m, inner] buffers, merged afterwards in slice order, so that the first position
+  // still wins a tie.
   const int64_t slices = threads;
   const int64_t per = (g.n + slices - 1) / slices;
-  std::vector<acc_t> vals((slices - 1) * g.m);
-  std::vector<int64_t> extras(R == Reduce::Sum ? 0 : (slices - 1) * g.m);
-  for (int64_t c = 0; c < columns; ++c) {
-    int64_t o = c / g.inner, i = c % g.inner;
-    acc_t* a = acc + o * g.m * g.inner + i;
-    int64_t* e = extra ? extra + o * g.m * g.inner + i : nullptr;
+  std::vector<acc_t> vals((slices - 1) * row);
+  std::vector<int64_t> extras(R == Reduce::Sum ? 0 : (slices - 1) * row);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    acc_t* a = acc + o * row;
+    int64_t* e = extra ? extra + o * row : nullptr;
     at::parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
       for (int64_t t = begin; t < end; ++t) {
-        int64_t j0 = t * per, j1 = std::min(g.n, j0 + per);
+        int64_t j0 = std::min(g.n, t * per), j1 = std::min(g.n, j0 + per);
         if (t == 0) {
-          reduce_column<scalar_t, acc_t, R>(src, index, g, o, i, j0, j1, a, e, g.inner, fresh);
+          reduce_block<scalar_t, acc_t, R>(src, index, g, o, j0, j1, 0, g.inner, a, e, fresh);
           continue;
         }
-        acc_t* v = vals.data() + (t - 1) * g.m;
-        int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * g.m;
-        std::fill(v, v + g.m, Reducer<acc_t, R>::identity());
-        if (x) std::fill(x, x + g.m, (R == Reduce::Mean) ? 0 : g.n);
-        reduce_column<scalar_t, acc_t, R>(src, index, g, o, i, j0, j1, v, x, 1, /*fresh=*/true);
+        acc_t* v = vals.data() + (t - 1) * row;
+        int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * row;
+        std::fill(v, v + row, Reducer<acc_t, R>::identity());
+        if (x) std::fill(x, x + row, (R == Reduce::Mean) ? 0 : g.n);
+        reduce_block<scalar_t, acc_t, R>(src, index, g, o, j0, j1, 0, g.inner, v, x, /*fresh=*/true);
       }
     });
-    at::parallel_for(0, g.m, kGrain, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, row, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t t = 1; t < slices; ++t) {
-        const acc_t* v = vals.data() + (t - 1) * g.m;
-        const int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * g.m;
+        const acc_t* v = vals.data() + (t - 1) * row;
+        const int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * row;
         for (int64_t k = begin; k < end; ++k) {
           if constexpr (R == Reduce::Sum) {
-            a[k * g.inner] += v[k];
+            a[k] += v[k];
           } else if constexpr (R == Reduce::Mean) {
-            a[k * g.inner] += v[k];
-            e[k * g.inner] += x[k];
+            a[k] += v[k];
+            e[k] += x[k];
           } else {
-            if (x[k] == g.n) continue;  // this slice put nothing into group k
-            bool empty = fresh && e[k * g.inner] == g.n;
-            bool better = (R == Reduce::Min) ? v[k] < a[k * g.inner] : v[k] > a[k * g.inner];
-            if (empty || better) { a[k * g.inner] = v[k]; e[k * g.inner] = x[k]; }
+            if (x[k] == g.n) continue;  // this slice put nothing into this group
+            bool empty = fresh && e[k] == g.n;
+            bool better = (R == Reduce::Min) ? v[k] < a[k] : v[k] > a[k];
+            if (empty || better) { a[k] = v[k]; e[k] = x[k]; }
           }
         }
       }
