@@ -1,0 +1,193 @@
+"""Everything chapter 05 needs checked on a GPU machine, in one go:
+
+    .venv/bin/python -m workbook.gpu_report            # all steps, a report on stdout
+    .venv/bin/python -m workbook.gpu_report --quick    # smaller benchmarks
+
+1. the machine: torch, CUDA, GPU, nvcc;
+2. the compile-only check of every .cu under csrc/ (what CI runs without a GPU);
+3. a build of wb_lltm and wb_scatter *with* their CUDA kernels (stops here if CUDA cannot be built);
+4. the GPU tests (tests/test_cuda_ops.py) and the compile tests;
+5. chapter 05, solutions and learner notebook, through nbval (stored outputs come from a CPU
+   machine; cells whose output depends on the machine are marked to be ignored);
+6. timings: LLTM forward+backward and the scatter ops on the CPU and on the GPU, and scatter_sum's
+   throughput in GB/s next to a device-to-device copy of the same bytes.
+
+Exit status 0 when every step passed, 1 when one failed, 2 when there is no CUDA GPU here.
+The timing helpers are also what the chapter's benchmark cells call, on either kind of machine.
+"""
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import time
+
+import torch
+
+from . import REPO_ROOT, build, cuda_check
+
+
+# --- timing helpers (used by chapter 05 too) ---------------------------------------------------
+
+
+def _median_seconds(stmt, setup_globals, min_run_time=0.3) -> float:
+    from torch.utils import benchmark
+
+    timer = benchmark.Timer(stmt=stmt, globals=setup_globals)
+    return timer.blocked_autorange(min_run_time=min_run_time).median  # synchronises CUDA itself
+
+
+def time_lltm(device, *, batch_size=64, input_features=256, state_size=512, dtype=torch.float32,
+              min_run_time=0.3) -> dict:
+    """Median seconds of one LLTM step (forward + backward) through the C++/CUDA ops on `device`."""
+    from . import lltm
+
+    lltm.load_extension()
+    args = [t.to(device).requires_grad_() for t in lltm.make_inputs(batch_size, input_features, state_size, dtype=dtype)]
+
+    def step():
+        new_h, new_cell = lltm.lltm_cpp(*args)
+        (new_h.sum() + new_cell.sum()).backward()
+
+    step()  # warm-up: first-call costs (cuBLAS handles, allocator) stay out of the timing
+    return {"device": str(device), "shape": f"batch {batch_size}, input {input_features}, state {state_size}",
+            "seconds": _median_seconds("step()", {"step": step}, min_run_time)}
+
+
+def time_scatter(device, *, elements=1 << 20, groups=1 << 12, features=16, dtype=torch.float32,
+                 min_run_time=0.3) -> list[dict]:
+    """Median seconds of each scatter op on a (elements, features) src reduced along dim 0."""
+    from . import scatter
+
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randn(elements, features, generator=generator).to(dtype=dtype, device=device)
+    index = torch.randint(0, groups, (elements,), generator=generator).to(device)
+    rows = []
+    for name in ("sum", "mean", "min", "max"):
+        function = getattr(scatter, f"scatter_{name}")
+        function(src, index, 0, None, groups)  # warm-up (and the build on first use)
+        seconds = _median_seconds("f(src, index, 0, None, groups)",
+                                  {"f": function, "src": src, "index": index, "groups": groups}, min_run_time)
+        rows.append({"op": f"scatter_{name}", "device": str(device), "seconds": seconds})
+    return rows
+
+
+def scatter_bandwidth(device="cuda", *, elements=1 << 24, groups=1 << 16, min_run_time=0.5) -> dict:
+    """scatter_sum's effective GB/s (bytes of src + index read, out written) next to a copy's.
+
+    The copy moves the same bytes (src and index, read once and written once), so its GB/s is close
+    to what the memory can do; a scatter with atomics reaches some fraction of it.
+    """
+    from . import scatter
+
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randn(elements, generator=generator).to(device)
+    index = torch.randint(0, groups, (elements,), generator=generator).to(device)
+    scatter.scatter_sum(src, index, 0, None, groups)
+    scatter_seconds = _median_seconds("f(src, index, 0, None, groups)",
+                                      {"f": scatter.scatter_sum, "src": src, "index": index, "groups": groups},
+                                      min_run_time)
+    moved = src.nbytes + index.nbytes + groups * src.element_size()
+    src_copy, index_copy = torch.empty_like(src), torch.empty_like(index)
+    copy_seconds = _median_seconds("a.copy_(src); b.copy_(index)",
+                                   {"a": src_copy, "b": index_copy, "src": src, "index": index}, min_run_time)
+    copied = 2 * (src.nbytes + index.nbytes)  # read and written
+    return {"elements": elements, "groups": groups,
+            "scatter_sum_GBps": moved / scatter_seconds / 1e9, "copy_GBps": copied / copy_seconds / 1e9,
+            "scatter_sum_seconds": scatter_seconds, "copy_seconds": copy_seconds}
+
+
+def format_seconds(seconds: float) -> str:
+    if seconds >= 1e-1:
+        return f"{seconds:.2f} s"
+    if seconds >= 1e-4:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+def _step(title):
+    print(f"\n== {title}", flush=True)
+
+
+def _run(command, timeout=None) -> bool:
+    print("$", " ".join(command), flush=True)
+    started = time.perf_counter()
+    completed = subprocess.run(command, cwd=REPO_ROOT, timeout=timeout)
+    print(f"-> exit {completed.returncode} after {time.perf_counter() - started:.0f} s", flush=True)
+    return completed.returncode == 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller benchmark sizes")
+    parser.add_argument("--skip-notebooks", action="store_true", help="do not run chapter 05 through nbval")
+    args = parser.parse_args(argv)
+    python = sys.executable
+    failures = []
+
+    _step("1. machine")
+    buildable, why = build.cuda_build_status()
+    print(f"torch {torch.__version__}, CUDA build: {torch.version.cuda}, GPU: "
+          f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, "
+          f"nvcc: {cuda_check.nvcc_version() or 'not found'}, CUDA extensions buildable: {buildable} ({why})")
+
+    _step("2. compile-only check of every .cu")
+    for result in cuda_check.check_all():
+        print(result)
+        if result.status == cuda_check.FAILED:
+            failures.append(f"compile check: {result.source}")
+
+    if not torch.cuda.is_available():
+        print("\nNo CUDA GPU here: steps 3-6 need one.")
+        return 2
+    if not buildable:
+        print(f"\nCUDA kernels cannot be built here ({why}); steps 3-6 need a CUDA build of torch and nvcc.")
+        return 1
+
+    _step("3. build wb_lltm and wb_scatter with their CUDA kernels")
+    from . import lltm, scatter
+
+    started = time.perf_counter()
+    lltm.load_extension()
+    scatter.load()
+    print(f"built/loaded in {time.perf_counter() - started:.0f} s")
+    for op in ("wb_lltm::lltm_forward", "wb_lltm::lltm_backward", "wb_scatter::scatter_reduce_kernel"):
+        has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
+        print(f"{op}: CUDA kernel registered: {has_cuda}")
+        if not has_cuda:
+            failures.append(f"no CUDA kernel for {op}")
+
+    _step("4. GPU tests and compile tests")
+    if not _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                 "tests/test_cuda_ops.py", "tests/test_cuda_compile.py"]):
+        failures.append("tests")
+
+    if not args.skip_notebooks:
+        _step("5. chapter 05 through nbval (solutions and learner notebook)")
+        if not _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                     "solutions/05_cuda_extensions.ipynb", "notebooks/05_cuda_extensions.ipynb"]):
+            failures.append("chapter 05 notebooks")
+
+    _step("6. timings (medians, torch.utils.benchmark)")
+    scale = 4 if args.quick else 1
+    for device in ("cpu", "cuda"):
+        row = time_lltm(device)
+        print(f"LLTM forward+backward, {row['shape']}, {device}: {format_seconds(row['seconds'])}")
+    for device in ("cpu", "cuda"):
+        for row in time_scatter(device, elements=(1 << 20) // scale):
+            print(f"{row['op']}, {(1 << 20) // scale} x 16 float32 into 4096 groups, {device}: "
+                  f"{format_seconds(row['seconds'])}")
+    bandwidth = scatter_bandwidth("cuda", elements=(1 << 24) // scale)
+    print(f"scatter_sum of {bandwidth['elements']} float32 into {bandwidth['groups']} groups: "
+          f"{bandwidth['scatter_sum_GBps']:.0f} GB/s ({format_seconds(bandwidth['scatter_sum_seconds'])}); "
+          f"device-to-device copy of src and index: {bandwidth['copy_GBps']:.0f} GB/s")
+
+    print("\n== result:", "all steps passed" if not failures else "FAILED: " + "; ".join(failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
