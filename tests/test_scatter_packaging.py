@@ -76,3 +76,29 @@ def test_cmake_builds_the_library_and_a_program_that_calls_the_ops():
     assert "argindex (3 = src.size(1) marks the empty group):\n 2  1  3\n 2  1  3\n" in text
     assert "with respect to src:\n 0  1  1\n 0  1  1\n" in text
     assert "a negative index is refused: index value -1" in text
+
+
+def test_package_refuses_to_load_over_the_jit_build_instead_of_aborting(site):
+    printed = S.run_python(
+        "from workbook import scatter\n"
+        "scatter.load()\n"
+        "try:\n"
+        "    import wb_scatter\n"
+        "except ImportError as e:\n"
+        "    print('ImportError:', e)\n",
+        path=site,
+    )
+    assert "already registered in this process" in printed
+
+
+def test_jit_build_refuses_to_load_over_the_package(site):
+    printed = S.run_python(
+        "import wb_scatter\n"
+        "from workbook import scatter\n"
+        "try:\n"
+        "    scatter.load()\n"
+        "except RuntimeError as e:\n"
+        "    print('RuntimeError:', e)\n",
+        path=site,
+    )
+    assert "already registered in this process" in printed

@@ -40,6 +40,12 @@ def load():
     """Build (once; later calls and processes reuse the build) and load the wb_scatter op library."""
     global _loaded
     if not _loaded:
+        if _namespace_taken():
+            raise RuntimeError(
+                "torch.ops.wb_scatter is already registered in this process by another library (the "
+                "installed wb_scatter package?). Loading the JIT build as well would abort the process "
+                "(a TORCH_LIBRARY namespace can be registered only once); restart the kernel."
+            )
         build.load(
             NAME,
             CPP_SOURCES + cuda_sources(),
@@ -50,6 +56,14 @@ def load():
         )
         _loaded = True
     return torch.ops.wb_scatter
+
+
+def _namespace_taken() -> bool:
+    try:
+        torch.ops.wb_scatter.scatter_sum
+    except (AttributeError, RuntimeError):
+        return False
+    return True
 
 
 def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
