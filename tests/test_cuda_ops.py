@@ -1,0 +1,440 @@
+"""GPU tests of the CUDA kernels: every op and dtype against the CPU kernels, gradcheck on the GPU, a
+non-default stream, multi-dimensional, broadcast, non-contiguous and empty inputs, bad input.
+
+Skipped without a CUDA GPU (and where the CUDA kernels cannot be built). `python -m workbook.gpu_report`
+runs them on a GPU machine together with everything else chapter 05 needs checked there.
+
+Dry run: WORKBOOK_CUDA_TESTS_DEVICE=cpu runs the same tests with the CPU as the device under test. The
+CPU kernels are then compared with themselves, which says nothing about CUDA; it only checks the tests'
+own logic on a machine without a GPU (which is how they were written). Tests that need two devices or
+the CUDA runtime skip in a dry run.
+"""
+import contextlib
+import os
+
+import nbformat
+import pytest
+import torch
+
+from workbook import build, generate, lltm, scatter
+from workbook.checking import FAILED, PASSED
+from workbook.exercises import ch05
+
+DRY_RUN = os.environ.get("WORKBOOK_CUDA_TESTS_DEVICE") == "cpu"
+DEVICE = "cpu" if DRY_RUN else "cuda"
+
+
+def _why_not_runnable():
+    if DRY_RUN:
+        return None
+    if not torch.cuda.is_available():
+        return "needs a CUDA GPU"
+    buildable, why = build.cuda_build_status()
+    return None if buildable else f"needs a CUDA GPU and a CUDA build of the extensions ({why})"
+
+
+_REASON = _why_not_runnable()
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_REASON is not None, reason=_REASON or "")]
+needs_real_gpu = pytest.mark.skipif(DRY_RUN, reason="dry run on the CPU: this test needs the CUDA runtime")
+needs_two_gpus = pytest.mark.skipif(DRY_RUN or torch.cuda.device_count() < 2, reason="needs two CUDA GPUs")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def extensions():
+    lltm.load_extension()
+    scatter.load()
+
+
+def on_device(tensors, device=DEVICE):
+    return [t.to(device) for t in tensors]
+
+
+def side_stream():
+    """A context in which a fresh, non-default CUDA stream is the current one (nothing in a dry run)."""
+    if DRY_RUN:
+        return contextlib.nullcontext()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    return torch.cuda.stream(stream)
+
+
+def back_on_current_stream(stream_context):
+    if not DRY_RUN:
+        torch.cuda.current_stream().wait_stream(stream_context.stream)
+
+
+# ---- LLTM -------------------------------------------------------------------------------------
+
+LLTM_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
+LLTM_TOLERANCE = {
+    torch.float16: dict(rtol=2e-2, atol=2e-2),
+    torch.bfloat16: dict(rtol=6e-2, atol=6e-2),
+    torch.float32: dict(rtol=1e-4, atol=1e-5),
+    torch.float64: dict(rtol=1e-10, atol=1e-12),
+}
+FORWARD_NAMES = ["new_h", "new_cell", "input_gate", "output_gate", "candidate_cell", "X", "gate_weights"]
+BACKWARD_NAMES = ["d_old_h", "d_input", "d_weights", "d_bias", "d_old_cell"]
+
+
+def assert_all_close(got, expected, names, tolerance, device=DEVICE):
+    assert len(got) == len(expected) == len(names)
+    for name, g, e in zip(names, got, expected):
+        assert g.device.type == torch.device(device).type, f"{name} is on {g.device}"
+        assert g.dtype == e.dtype and g.shape == e.shape, name
+        torch.testing.assert_close(g.cpu(), e, **tolerance, msg=lambda m: f"{name}: {m}")
+
+
+def lltm_backward_inputs(dtype, batch_size=5, input_features=7, state_size=11, seed=0):
+    inputs = lltm.make_inputs(batch_size, input_features, state_size, dtype=dtype, seed=seed)
+    _, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights = torch.ops.wb_lltm.lltm_forward(*inputs)
+    generator = torch.Generator().manual_seed(seed + 1)
+    grad_h = torch.randn(batch_size, state_size, generator=generator).to(dtype)
+    grad_cell = torch.randn(batch_size, state_size, generator=generator).to(dtype)
+    return [grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights, inputs[1]]
+
+
+@pytest.mark.parametrize("dtype", LLTM_DTYPES, ids=str)
+def test_lltm_forward_matches_cpu(dtype):
+    inputs = lltm.make_inputs(batch_size=5, input_features=7, state_size=11, dtype=dtype, seed=0)
+    expected = torch.ops.wb_lltm.lltm_forward(*inputs)
+    got = torch.ops.wb_lltm.lltm_forward(*on_device(inputs))
+    assert_all_close(got, expected, FORWARD_NAMES, LLTM_TOLERANCE[dtype])
+
+
+@pytest.mark.parametrize("dtype", LLTM_DTYPES, ids=str)
+def test_lltm_backward_matches_cpu(dtype):
+    arguments = lltm_backward_inputs(dtype)
+    expected = torch.ops.wb_lltm.lltm_backward(*arguments)
+    got = torch.ops.wb_lltm.lltm_backward(*on_device(arguments))
+    assert_all_close(got, expected, BACKWARD_NAMES, LLTM_TOLERANCE[dtype])
+
+
+def test_lltm_backward_with_non_contiguous_gradients_matches_cpu():
+    arguments = lltm_backward_inputs(torch.float64)
+    batch_size, state_size = arguments[0].shape
+    # the gradient of .sum() is an expanded tensor with stride 0; a transposed one is column-major
+    arguments[0] = torch.tensor(0.5, dtype=torch.float64).expand(batch_size, state_size)
+    arguments[1] = arguments[1].t().contiguous().t()
+    expected = torch.ops.wb_lltm.lltm_backward(*arguments)
+    device_arguments = on_device(arguments)
+    device_arguments[0] = torch.tensor(0.5, dtype=torch.float64, device=DEVICE).expand(batch_size, state_size)
+    device_arguments[1] = device_arguments[1].t().contiguous().t()
+    assert not device_arguments[0].is_contiguous() and not device_arguments[1].is_contiguous()
+    got = torch.ops.wb_lltm.lltm_backward(*device_arguments)
+    assert_all_close(got, expected, BACKWARD_NAMES, LLTM_TOLERANCE[torch.float64])
+
+
+def test_lltm_gradcheck_on_device():
+    inputs = [t.to(DEVICE).requires_grad_() for t in lltm.make_inputs(3, 4, 5, dtype=torch.float64, seed=2)]
+    assert torch.autograd.gradcheck(lltm.lltm_cpp, inputs, eps=1e-6, atol=1e-6)
+
+
+def test_lltm_module_trains_on_device_like_on_cpu():
+    torch.manual_seed(0)
+    cell = lltm.LLTMCpp(6, 8)
+    inputs = lltm.make_inputs(4, 6, 8, dtype=torch.float32, seed=3)
+    x, old_h, old_cell = inputs[0], inputs[3], inputs[4]
+    (h_cpu, c_cpu) = cell(x, (old_h, old_cell))
+    (h_cpu.sum() + c_cpu.sum()).backward()
+    grads_cpu = [p.grad.clone() for p in cell.parameters()]
+    cell.zero_grad()
+    cell.to(DEVICE)
+    (h_dev, c_dev) = cell(*on_device([x]), tuple(on_device([old_h, old_cell])))
+    (h_dev.sum() + c_dev.sum()).backward()
+    torch.testing.assert_close(h_dev.cpu(), h_cpu, rtol=1e-4, atol=1e-5)
+    for p, expected in zip(cell.parameters(), grads_cpu):
+        assert p.grad.device.type == torch.device(DEVICE).type
+        torch.testing.assert_close(p.grad.cpu(), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_lltm_on_a_side_stream_matches_the_default_stream():
+    inputs = lltm.make_inputs(64, 32, 128, dtype=torch.float32, seed=4)
+    expected = torch.ops.wb_lltm.lltm_forward(*on_device(inputs))
+    context = side_stream()
+    with context:
+        # the inputs are produced and consumed on the side stream: the kernels must run on it
+        device_inputs = on_device(inputs)
+        got = torch.ops.wb_lltm.lltm_forward(*device_inputs)
+        grads = torch.ops.wb_lltm.lltm_backward(
+            torch.ones_like(got[0]), torch.ones_like(got[1]), *got[1:], device_inputs[1])
+    back_on_current_stream(context)
+    assert_all_close(got, [e.cpu() for e in expected], FORWARD_NAMES, LLTM_TOLERANCE[torch.float32])
+    expected_grads = torch.ops.wb_lltm.lltm_backward(
+        torch.ones_like(expected[0]), torch.ones_like(expected[1]), *expected[1:], on_device(inputs)[1])
+    assert_all_close(grads, [e.cpu() for e in expected_grads], BACKWARD_NAMES, LLTM_TOLERANCE[torch.float32])
+
+
+def test_lltm_empty_batch():
+    inputs = on_device(lltm.make_inputs(0, 3, 4, dtype=torch.float32))
+    outputs = torch.ops.wb_lltm.lltm_forward(*inputs)
+    assert [tuple(t.shape) for t in outputs[:5]] == [(0, 4)] * 5
+    grads = torch.ops.wb_lltm.lltm_backward(torch.zeros(0, 4, device=DEVICE), torch.zeros(0, 4, device=DEVICE),
+                                            *outputs[1:], inputs[1])
+    assert [tuple(t.shape) for t in grads] == [(0, 4), (0, 3), (12, 7), (12,), (0, 4)]
+    assert not grads[2].any() and not grads[3].any()
+
+
+@needs_real_gpu
+def test_lltm_arguments_on_two_devices_raise_naming_the_argument():
+    inputs = on_device(lltm.make_inputs(2, 3, 4))
+    inputs[1] = inputs[1].cpu()
+    with pytest.raises(RuntimeError, match="weights is on cpu"):
+        torch.ops.wb_lltm.lltm_forward(*inputs)
+    inputs = lltm.make_inputs(2, 3, 4)
+    inputs[3] = inputs[3].cuda()  # old_h on the GPU picks the CUDA kernel; input is on the CPU
+    with pytest.raises(RuntimeError, match="input must be a CUDA tensor"):
+        torch.ops.wb_lltm.lltm_forward(*inputs)
+
+
+@needs_two_gpus
+def test_lltm_on_the_second_gpu_runs_there():
+    inputs = lltm.make_inputs(4, 5, 6, dtype=torch.float64)
+    expected = torch.ops.wb_lltm.lltm_forward(*inputs)
+    with torch.cuda.device(0):
+        got = torch.ops.wb_lltm.lltm_forward(*on_device(inputs, "cuda:1"))
+    assert all(t.device == torch.device("cuda:1") for t in got)
+    assert_all_close(got, expected, FORWARD_NAMES, LLTM_TOLERANCE[torch.float64], device="cuda")
+
+
+# ---- scatter ----------------------------------------------------------------------------------
+
+SCATTER_OPS = ["sum", "mean", "min", "max"]
+SCATTER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                  torch.float16, torch.bfloat16, torch.float32, torch.float64]
+
+
+def scatter_op(name):
+    return getattr(scatter, f"scatter_{name}")
+
+
+def as_tuple(result):
+    return result if isinstance(result, tuple) else (result,)
+
+
+def integer_valued(shape, dtype, seed=0, low=-20, high=20):
+    """Small integers in any dtype: every sum is exact, so CPU and GPU must agree exactly."""
+    generator = torch.Generator().manual_seed(seed)
+    values = torch.randint(low, high, shape, generator=generator)
+    return (values.abs() if dtype == torch.uint8 else values).to(dtype)
+
+
+def run_both(name, src, index, dim=-1, out=None, dim_size=None):
+    """(result on DEVICE moved to the CPU, result on the CPU), each a tuple."""
+    expected = as_tuple(scatter_op(name)(src, index, dim, None if out is None else out.clone(), dim_size))
+    device_out = None if out is None else out.to(DEVICE)
+    got = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), dim, device_out, dim_size))
+    for tensor in got:
+        assert tensor.device.type == torch.device(DEVICE).type
+    return tuple(t.cpu() for t in got), expected
+
+
+def assert_equal(got, expected, what=""):
+    assert len(got) == len(expected)
+    for position, (g, e) in enumerate(zip(got, expected)):
+        assert g.dtype == e.dtype and g.shape == e.shape, (what, position, g.dtype, e.dtype, g.shape, e.shape)
+        assert torch.equal(g, e) or (g.is_floating_point() and torch.allclose(g, e, equal_nan=True, rtol=0, atol=0)), \
+            f"{what} output {position} differs at {(g != e).nonzero()[:5].tolist()}: {g[g != e][:5]} vs {e[g != e][:5]}"
+
+
+@pytest.mark.parametrize("dtype", SCATTER_DTYPES, ids=str)
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_matches_cpu_exactly(name, dtype):
+    src = integer_valued((4, 50, 3), dtype, seed=1)
+    index = torch.randint(0, 20, (4, 50, 3), generator=torch.Generator().manual_seed(2))
+    got, expected = run_both(name, src, index, dim=1, dim_size=23)  # groups 20-22 stay empty
+    assert_equal(got, expected, f"scatter_{name} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.float16], ids=str)
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_into_out_matches_cpu(name, dtype):
+    src = integer_valued((30, 4), dtype, seed=3)
+    index = torch.randint(0, 6, (30, 4), generator=torch.Generator().manual_seed(4))
+    for out in [integer_valued((7, 4), dtype, seed=5),  # contiguous
+                integer_valued((4, 7), dtype, seed=6).t()]:  # column-major
+        got, expected = run_both(name, src, index, dim=0, out=out)
+        assert_equal(got, expected, f"scatter_{name} {dtype} out= (contiguous: {out.is_contiguous()})")
+    device_out = integer_valued((7, 4), dtype, seed=5).to(DEVICE)
+    result = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), 0, device_out))[0]
+    assert result.data_ptr() == device_out.data_ptr()  # out= is written and returned
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_random_floats_match_cpu(name):
+    generator = torch.Generator().manual_seed(7)
+    src = torch.randn(3, 2000, 5, generator=generator, dtype=torch.float64).float()
+    index = torch.randint(0, 300, (3, 2000, 5), generator=generator)
+    got, expected = run_both(name, src, index, dim=1)
+    if name in ("min", "max"):
+        assert_equal(got, expected, f"scatter_{name}")  # min and max are exact whatever the order
+    else:
+        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)  # sums: rounding order differs
+
+
+@pytest.mark.parametrize("reduce", SCATTER_OPS)
+def test_scatter_kernel_op_matches_cpu_including_counts(reduce):
+    """The device-level op returns the counts (mean) and argindex (min/max) that the public ops keep."""
+    src = integer_valued((5, 40, 2), torch.float32, seed=17)
+    index = torch.randint(0, 12, (5, 40, 2), generator=torch.Generator().manual_seed(18))
+    kernel = torch.ops.wb_scatter.scatter_reduce_kernel
+    expected = kernel(src, index, 1, None, 14, reduce)
+    got = kernel(src.to(DEVICE), index.to(DEVICE), 1, None, 14, reduce)
+    assert got[0].device.type == torch.device(DEVICE).type
+    if reduce == "sum":
+        assert expected[1] is None and got[1] is None
+        assert_equal((got[0].cpu(),), (expected[0],), "scatter_reduce_kernel sum")
+    else:
+        assert_equal((got[0].cpu(), got[1].cpu()), expected, f"scatter_reduce_kernel {reduce}")
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_one_long_column_matches_cpu(name):
+    generator = torch.Generator().manual_seed(8)
+    src = torch.randint(-1000, 1000, (300_000,), generator=generator).float()
+    index = torch.randint(0, 50, (300_000,), generator=generator)  # thousands of atomics per output element
+    got, expected = run_both(name, src, index, dim=0)
+    assert_equal(got, expected, f"scatter_{name} 1-D")
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_broadcast_index_and_default_dim(name):
+    src = integer_valued((40, 6), torch.float32, seed=9)
+    index = torch.randint(0, 8, (40,), generator=torch.Generator().manual_seed(10))
+    got, expected = run_both(name, src, index, dim=0)  # a 1-D index lines up with dim 0, stride 0 across columns
+    assert_equal(got, expected, f"scatter_{name} broadcast")
+    src = integer_valued((3, 4, 25), torch.int32, seed=11)
+    index = torch.randint(0, 5, (3, 4, 25), generator=torch.Generator().manual_seed(12))
+    got, expected = run_both(name, src, index)  # dim=-1
+    assert_equal(got, expected, f"scatter_{name} last dim")
+
+
+@pytest.mark.parametrize("name", ["min", "max"])
+def test_scatter_ties_go_to_the_first_position(name):
+    src = torch.full((2, 30), 3.0)
+    index = torch.arange(30).remainder(4).expand(2, 30)
+    got, expected = run_both(name, src, index, dim=1, dim_size=5)
+    assert_equal(got, expected, f"scatter_{name} ties")
+    assert got[1].tolist() == [[0, 1, 2, 3, 30]] * 2
+
+
+@pytest.mark.parametrize("name", ["min", "max"])
+def test_scatter_nan_follows_the_cpu_rule(name):
+    src = torch.tensor([float("nan"), 1.0, 2.0, 5.0, float("nan"), 4.0, float("nan"), float("nan")])
+    index = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2])
+    got, expected = run_both(name, src, index, dim=0, dim_size=4)
+    assert_equal(got, expected, f"scatter_{name} NaN")
+    out = torch.tensor([float("nan"), 0.0, 9.0, -9.0])
+    got, expected = run_both(name, src, index, dim=0, out=out)
+    assert_equal(got, expected, f"scatter_{name} NaN out=")
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_empty_inputs(name):
+    cases = [
+        (torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), 0, 4),  # no elements, 4 groups
+        (torch.zeros(5, 0), torch.zeros(5, 0, dtype=torch.long), 0, 2),  # no columns
+        (torch.ones(4), torch.tensor([0, 0, 1, 1]), 0, 0),  # dim_size 0: an empty output
+        (torch.zeros(0), torch.zeros(0, dtype=torch.long), 0, None),  # dim_size from an empty index: 0
+    ]
+    for src, index, dim, dim_size in cases:
+        got, expected = run_both(name, src, index, dim=dim, dim_size=dim_size)
+        assert_equal(got, expected, f"scatter_{name} empty {tuple(src.shape)}")
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_gradcheck_on_device(name):
+    generator = torch.Generator().manual_seed(13)
+    src = torch.randn(12, 3, generator=generator, dtype=torch.float64).to(DEVICE).requires_grad_()
+    index = torch.tensor([0, 1, 0, 2, 2, 2, 4, 0, 1, 4, 4, 1], device=DEVICE)  # group 3 is empty
+    function = lambda s: as_tuple(scatter_op(name)(s, index, 0, None, 5))[0]
+    assert torch.autograd.gradcheck(function, (src,), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_on_a_side_stream_matches_the_default_stream(name):
+    generator = torch.Generator().manual_seed(14)
+    src = torch.randn(100_000, 4, generator=generator)
+    index = torch.randint(0, 1000, (100_000,), generator=generator)
+    expected = tuple(t.cpu() for t in as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), 0, None, 1000)))
+    context = side_stream()
+    with context:
+        got = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), 0, None, 1000))
+    back_on_current_stream(context)
+    got = tuple(t.cpu() for t in got)
+    if name in ("min", "max"):
+        assert_equal(got, expected, f"scatter_{name} side stream")
+    else:
+        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_out_of_range_index_raises_and_the_device_stays_usable(name):
+    src = torch.ones(4, device=DEVICE)
+    with pytest.raises(RuntimeError, match=r"index value 7 at position 2 along dim is out of range"):
+        scatter_op(name)(src, torch.tensor([0, 1, 7, 1], device=DEVICE), 0, None, 3)
+    with pytest.raises(RuntimeError, match=r"index value -1 at position 1 along dim is out of range"):
+        scatter_op(name)(src, torch.tensor([0, -1, 2, 1], device=DEVICE), 0, torch.zeros(3, device=DEVICE))
+    with pytest.raises(RuntimeError, match="index contains the negative value -2"):
+        scatter_op(name)(src, torch.tensor([0, -2, 2, 1], device=DEVICE), 0)
+    # no device-side assert happened: the same device still computes
+    result = as_tuple(scatter_op(name)(src, torch.tensor([0, 1, 2, 1], device=DEVICE), 0, None, 3))[0]
+    assert result.cpu().tolist() == ([1.0, 2.0, 1.0] if name == "sum" else [1.0, 1.0, 1.0])
+
+
+@needs_real_gpu
+def test_scatter_arguments_on_two_devices_raise_naming_the_argument():
+    src = torch.ones(4, device="cuda")
+    with pytest.raises(RuntimeError, match="index is on cpu"):
+        scatter.scatter_sum(src, torch.tensor([0, 1, 0, 1]), 0)
+    with pytest.raises(RuntimeError, match="out is on cpu"):
+        scatter.scatter_max(src, torch.tensor([0, 1, 0, 1], device="cuda"), 0, torch.zeros(2))
+    with pytest.raises(RuntimeError, match="src"):
+        scatter.scatter_mean(torch.ones(4), torch.tensor([0, 1, 0, 1], device="cuda"), 0)
+
+
+@needs_two_gpus
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_on_the_second_gpu_runs_there(name):
+    src = integer_valued((20, 3), torch.float32, seed=15)
+    index = torch.randint(0, 4, (20, 3), generator=torch.Generator().manual_seed(16))
+    expected = as_tuple(scatter_op(name)(src, index, 0))
+    with torch.cuda.device(0):
+        got = as_tuple(scatter_op(name)(src.to("cuda:1"), index.to("cuda:1"), 0))
+    assert all(t.device == torch.device("cuda:1") for t in got)
+    assert_equal(tuple(t.cpu() for t in got), expected, f"scatter_{name} on cuda:1")
+
+
+# ---- exercise 5.1 on the GPU ---------------------------------------------------------------------
+
+def exercise_source():
+    notebook = nbformat.read(generate.SOLUTIONS / "05_cuda_extensions.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-divide-by-count"]
+    namespace = {}
+    exec(cell.source, namespace)
+    return namespace["DIVIDE_BY_COUNT_CU"]
+
+
+@pytest.fixture
+def lenient(monkeypatch):
+    monkeypatch.delenv("WORKBOOK_STRICT", raising=False)
+
+
+@needs_real_gpu
+def test_exercise_solution_passes_on_the_gpu(lenient):
+    outcome = ch05.check_divide_by_count(exercise_source())
+    assert outcome.status == PASSED, str(outcome)
+
+
+@needs_real_gpu
+@pytest.mark.parametrize("mistake, replacement, says", [
+    ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),  # ignores the layout
+    ("c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]", "sums[e] / static_cast<scalar_t>(c)",
+     "is wrong at index"),  # divides empty groups by 0
+    ("(n + threads - 1) / threads", "n / threads", ""),  # too few blocks: the tail stays NaN, or 0 blocks
+])
+def test_exercise_mistakes_fail_on_the_gpu(lenient, mistake, replacement, says):
+    source = exercise_source()
+    assert mistake in source
+    outcome = ch05.check_divide_by_count(source.replace(mistake, replacement))
+    assert outcome.status == FAILED, str(outcome)
+    assert says in outcome.explanation
