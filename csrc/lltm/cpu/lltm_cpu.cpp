@@ -36,6 +36,7 @@
 #include <ATen/ops/tanh.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "../lltm_checks.h"
@@ -70,27 +71,33 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
   const scalar_t* gates = gate_weights.const_data_ptr<scalar_t>();
   scalar_t* d_g = d_gates.mutable_data_ptr<scalar_t>();
   scalar_t* d_c_old = d_old_cell.mutable_data_ptr<scalar_t>();
-  at::parallel_for(0, grad_h.numel(), kGrainSize, [&](int64_t begin, int64_t end) {
-    for (int64_t k = begin; k < end; ++k) {
-      const int64_t row = k / state_size;
-      const int64_t offset = row * 3 * state_size + k % state_size;  // input-gate column of row
-      const opmath_t i = i_gate[k];
-      const opmath_t o = o_gate[k];
-      const opmath_t z = z_cand[k];
-      const opmath_t tanh_c = tanh_c_new[k];
-      // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
-      const opmath_t d_c = opmath_t(gc[k]) + opmath_t(gh[k]) * o * (opmath_t(1) - tanh_c * tanh_c);
-      // sigmoid' = s * (1 - s), written with the saved gate value s.
-      const opmath_t d_i = d_c * z * i * (opmath_t(1) - i);
-      const opmath_t d_o = opmath_t(gh[k]) * tanh_c * o * (opmath_t(1) - o);
-      // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise.
-      const bool positive = opmath_t(gates[offset + 2 * state_size]) > opmath_t(0);
-      const opmath_t elu_slope = positive ? opmath_t(1) : z + opmath_t(1);
-      const opmath_t d_z = d_c * i * elu_slope;
-      d_g[offset] = d_i;
-      d_g[offset + state_size] = d_o;
-      d_g[offset + 2 * state_size] = d_z;
-      d_c_old[k] = d_c;  // new_cell = old_cell + ...: its gradient passes through unchanged
+  const int64_t batch_size = grad_h.size(0);
+  // Parallel over rows (each chunk a range of rows); within a row, a plain loop over the columns
+  // that the compiler can turn into SIMD instructions.
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, state_size));
+  at::parallel_for(0, batch_size, rows_per_chunk, [&](int64_t row_begin, int64_t row_end) {
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
+      const scalar_t* pre_candidate = gates + row * 3 * state_size + 2 * state_size;
+      scalar_t* d_input_gate = d_g + row * 3 * state_size;  // this row of d_gates: [d_i | d_o | d_z]
+      scalar_t* d_output_gate = d_input_gate + state_size;
+      scalar_t* d_candidate = d_input_gate + 2 * state_size;
+      for (int64_t j = 0; j < state_size; ++j) {
+        const opmath_t i = i_gate[r + j];
+        const opmath_t o = o_gate[r + j];
+        const opmath_t z = z_cand[r + j];
+        const opmath_t t = tanh_c_new[r + j];
+        const opmath_t g_h = gh[r + j];
+        // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
+        const opmath_t d_c = opmath_t(gc[r + j]) + g_h * o * (opmath_t(1) - t * t);
+        // sigmoid' = s * (1 - s), written with the saved gate value s.
+        d_input_gate[j] = d_c * z * i * (opmath_t(1) - i);
+        d_output_gate[j] = g_h * t * o * (opmath_t(1) - o);
+        // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise.
+        const opmath_t elu_slope = opmath_t(pre_candidate[j]) > opmath_t(0) ? opmath_t(1) : z + opmath_t(1);
+        d_candidate[j] = d_c * i * elu_slope;
+        d_c_old[r + j] = d_c;  // new_cell = old_cell + ...: its gradient passes through unchanged
+      }
     }
   });
 }
