@@ -121,7 +121,8 @@ def test_the_command_line_reports_and_fails_on_a_broken_kernel(tmp_path):
     good = _write(tmp_path, "good.cu", "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n")
     bad = _write(tmp_path, "bad.cu", "__global__ void k(float* x) { x[threadIdx.x] = y; }\n")
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    run = lambda *files: subprocess.run([sys.executable, "-m", "workbook.cuda_check", *map(str, files)],
+    run = lambda *files: subprocess.run([sys.executable, "-m", "workbook.cuda_check", "--cache-dir",
+                                         str(tmp_path / "cache"), *map(str, files)],
                                         capture_output=True, text=True, cwd=tmp_path, env=environment)
     ok = run(good)
     assert ok.returncode == 0 and "good.cu: compiles" in ok.stdout

@@ -214,6 +214,7 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
         return CompileResult(shown, SKIPPED, f"could not run nvcc: {error}"), None
     seconds = time.perf_counter() - started
     log = _readable(completed.stdout + completed.stderr, path)
+    (entry / "kernel.o").unlink(missing_ok=True)  # only the verdict is kept, not the object file
     if completed.returncode == 0:
         dependencies = _parse_depfile(depfile, path) if depfile.exists() else None
         return CompileResult(shown, OK, "", log, seconds), _fingerprints(dependencies or [path])
@@ -318,6 +319,7 @@ def main(argv=None) -> int:
     parser.add_argument("-j", "--jobs", type=int, default=1, help="nvcc processes at a time (default 1)")
     parser.add_argument("--no-cache", action="store_true", help="compile even when a cached result is valid")
     parser.add_argument("-v", "--verbose", action="store_true", help="print nvcc's whole output for each file")
+    parser.add_argument("--cache-dir", help=f"where results are kept (default {relative_to_repo(CACHE_DIR)})")
     args = parser.parse_args(argv)
     sources = args.sources or cuda_sources_in_repo()
     if not sources:
@@ -327,7 +329,7 @@ def main(argv=None) -> int:
     if nvcc:
         print(f"nvcc {nvcc_version(nvcc)}, -arch={ARCH}, compile only (no linking, nothing runs)")
     failed = 0
-    for result in check_all(sources, jobs=args.jobs, use_cache=not args.no_cache):
+    for result in check_all(sources, jobs=args.jobs, use_cache=not args.no_cache, cache_dir=args.cache_dir):
         timing = " (cached)" if result.cached else (f" ({result.seconds:.0f} s)" if result.seconds else "")
         print(f"{result}{timing}" if result.ok else str(result))
         if args.verbose and result.log.strip():
