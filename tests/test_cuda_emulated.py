@@ -1,0 +1,194 @@
+"""The CUDA kernels' own code, run on the CPU one thread at a time, against the CPU kernels.
+
+No GPU needed: each .cu file is copied under build/, its launches `k<<<grid, block, shared, stream>>>(args)`
+rewritten into an emulated launch that calls the kernel body for every (block, thread) in turn, and it is
+compiled as C++ with the stand-in headers of csrc/cuda_emulation/ (streams, guards, atomics) in front of
+torch's, its host functions registered for the CPU key of separate op namespaces (wb_lltm_emu,
+wb_scatter_emu). See csrc/cuda_emulation/README.md for what this can and cannot find: it catches index
+arithmetic, grid sizes, tie/NaN rules and dispatch mistakes; races and real atomics need a GPU
+(tests/test_cuda_ops.py).
+"""
+import re
+
+import pytest
+import torch
+
+from workbook import CSRC_DIR, build, lltm, scatter
+
+EMULATION_INCLUDE = CSRC_DIR / "cuda_emulation" / "include"
+EMULATION_SOURCES = build.SOURCES_DIR / "cuda_emulation"
+
+
+def rewrite_launches(text: str) -> str:
+    """`kernel<<<config>>>(args);` -> `::wb_emulation::launch(config, [&] { kernel(args); });`.
+
+    The kernel expression must start its line (the style of the workbook's .cu files).
+    """
+    pieces, position = [], 0
+    while (start := text.find("<<<", position)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        indent = re.match(r"[ \t]*", text[line_start:]).group(0)
+        kernel = text[line_start:start].strip()
+        config_end = text.index(">>>(", start)
+        config = text[start + 3 : config_end]
+        depth, cursor = 1, config_end + 4
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[cursor], 0)
+            cursor += 1
+        arguments = text[config_end + 4 : cursor - 1]
+        pieces.append(text[position:line_start])
+        pieces.append(f"{indent}::wb_emulation::launch({config}, [&] {{ {kernel}({arguments}); }})")
+        position = cursor
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def emulated_copy(topic: str, relative: str) -> str:
+    """csrc/<topic>/<relative> rewritten for the emulation, under build/src/cuda_emulation/<topic>/."""
+    text = (CSRC_DIR / topic / relative).read_text()
+    name = f"wb_{topic}"
+    text = text.replace(f"TORCH_LIBRARY({name},", f"TORCH_LIBRARY({name}_emu,")
+    text = text.replace(f"TORCH_LIBRARY_IMPL({name},", f"TORCH_LIBRARY_IMPL({name}_emu,")
+    text = text.replace(f'"{name}::', f'"{name}_emu::')
+    if relative.endswith(".cu"):
+        assert f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)" in text
+        text = text.replace(f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)", f"TORCH_LIBRARY_IMPL({name}_emu, CPU, m)")
+        text = text.replace(".is_cuda()", ".is_cpu()")
+        text = rewrite_launches(text)
+        relative = relative[: -len(".cu")] + ".cpp"
+    return str(build.write_if_changed(EMULATION_SOURCES / topic / relative, text))
+
+
+def build_emulation(topic, sources, headers, **kwargs):
+    for header in headers:
+        emulated_copy(topic, header)
+    return build.load(
+        f"wb_{topic}_emu",
+        [emulated_copy(topic, source) for source in sources],
+        extra_include_paths=[str(EMULATION_INCLUDE)],
+        extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")],
+        **kwargs,
+    )
+
+
+@pytest.fixture(scope="module")
+def lltm_ops():
+    lltm.load_extension()
+    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"], ["lltm_checks.h"])
+    return torch.ops.wb_lltm_emu
+
+
+@pytest.fixture(scope="module")
+def scatter_ops():
+    scatter.load()
+    build_emulation("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], ["scatter.h"], is_python_module=False)
+    return torch.ops.wb_scatter_emu
+
+
+def test_rewrite_launches():
+    text = "  f();\n    k<T, 2><<<blocks(n), 256, 0, s>>>(a, g(b, c),\n        d);\n  C();\n"
+    assert rewrite_launches(text) == (
+        "  f();\n    ::wb_emulation::launch(blocks(n), 256, 0, s, [&] { k<T, 2>(a, g(b, c),\n        d); });\n  C();\n")
+
+
+# ---- LLTM ---------------------------------------------------------------------------------------
+
+TOLERANCE = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=5e-2, atol=5e-2),
+             torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-12, atol=1e-12)}
+
+
+@pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
+@pytest.mark.parametrize("batch_size, state_size", [(5, 11), (3, 300), (0, 4)])  # 900 elements: 4 blocks
+def test_emulated_lltm_kernels_match_the_cpu_kernels(lltm_ops, dtype, batch_size, state_size):
+    inputs = lltm.make_inputs(batch_size, 7, state_size, dtype=dtype, seed=1)
+    expected = torch.ops.wb_lltm.lltm_forward(*inputs)
+    got = lltm_ops.lltm_forward(*inputs)
+    for g, e in zip(got, expected):
+        torch.testing.assert_close(g, e, **TOLERANCE[dtype])
+    generator = torch.Generator().manual_seed(2)
+    grads = [torch.randn(batch_size, state_size, generator=generator).to(dtype) for _ in range(2)]
+    grads[0] = grads[0].t().contiguous().t()  # a column-major gradient
+    saved = list(expected[1:]) + [inputs[1]]
+    for g, e in zip(lltm_ops.lltm_backward(*grads, *saved), torch.ops.wb_lltm.lltm_backward(*grads, *saved)):
+        torch.testing.assert_close(g, e, **TOLERANCE[dtype])
+
+
+# ---- scatter ------------------------------------------------------------------------------------
+
+DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+          torch.float16, torch.bfloat16, torch.float32, torch.float64]
+REDUCE = ["sum", "mean", "min", "max"]
+
+
+def integer_valued(shape, dtype, seed):
+    values = torch.randint(-20, 20, shape, generator=torch.Generator().manual_seed(seed))
+    return (values.abs() if dtype == torch.uint8 else values).to(dtype)
+
+
+def assert_same(got, expected, what):
+    for position, (g, e) in enumerate(zip(got, expected)):
+        if e is None:
+            assert g is None, what
+            continue
+        assert g.dtype == e.dtype and g.shape == e.shape, (what, position)
+        same = torch.equal(g, e) or (g.is_floating_point() and torch.allclose(g, e, rtol=0, atol=0, equal_nan=True))
+        assert same, f"{what}: output {position} differs where {(g != e).nonzero()[:5].tolist()}: {g} vs {e}"
+
+
+def both(scatter_ops, src, index, dim, out, dim_size, reduce):
+    expected = torch.ops.wb_scatter.scatter_reduce_kernel(
+        src, index, dim, None if out is None else out.clone(), dim_size, reduce)
+    got = scatter_ops.scatter_reduce_kernel(src, index, dim, None if out is None else out.clone(), dim_size, reduce)
+    return got, expected
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("reduce", REDUCE)
+def test_emulated_scatter_kernel_matches_the_cpu_kernel(scatter_ops, reduce, dtype):
+    src = integer_valued((3, 40, 2), dtype, seed=3)
+    index = torch.randint(0, 12, (3, 40, 2), generator=torch.Generator().manual_seed(4))
+    assert_same(*both(scatter_ops, src, index, 1, None, 15, reduce), f"{reduce} {dtype}")
+    out = integer_valued((2, 15, 3), dtype, seed=5).transpose(0, 2)  # out= with its own values, column-major
+    assert_same(*both(scatter_ops, src, index, 1, out, None, reduce), f"{reduce} {dtype} out=")
+
+
+@pytest.mark.parametrize("reduce", REDUCE)
+def test_emulated_scatter_kernel_on_special_inputs(scatter_ops, reduce):
+    nan = float("nan")
+    cases = {
+        "ties": (torch.full((2, 30), 3.0), torch.arange(30).remainder(4).expand(2, 30).contiguous(), 1, None, 5),
+        "NaN": (torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
+                0, None, 4),
+        "NaN out=": (torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
+                     0, torch.tensor([nan, 0.0, 9.0, -9.0]), None),
+        "broadcast index": (integer_valued((30, 4), torch.float32, 6),
+                            torch.randint(0, 5, (30,), generator=torch.Generator().manual_seed(7))
+                            .view(30, 1).expand(30, 4), 0, None, None),
+        "long column": (integer_valued((70_000,), torch.float32, 8),
+                        torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)), 0, None, None),
+        "empty src": (torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), 0, None, 4),
+        "empty output": (torch.ones(4), torch.tensor([0, 0, 1, 1]), 0, None, 0),
+    }
+    for what, (src, index, dim, out, dim_size) in cases.items():
+        assert_same(*both(scatter_ops, src, index, dim, out, dim_size, reduce), f"{reduce}: {what}")
+
+
+@pytest.mark.parametrize("reduce", REDUCE)
+def test_emulated_scatter_kernel_reports_bad_indices_like_the_cpu(scatter_ops, reduce):
+    src = torch.ones(4)
+    for index, out, dim_size in [(torch.tensor([0, 1, 7, 1]), None, 3),
+                                 (torch.tensor([0, -1, 2, 1]), torch.zeros(3), None)]:
+        with pytest.raises(RuntimeError) as expected:
+            torch.ops.wb_scatter.scatter_reduce_kernel(src, index, 0, out, dim_size, reduce)
+        with pytest.raises(RuntimeError, match="index value") as got:
+            scatter_ops.scatter_reduce_kernel(src, index, 0, out, dim_size, reduce)
+        assert str(got.value).splitlines()[0] == str(expected.value).splitlines()[0]
+
+
+@pytest.mark.parametrize("reduce", REDUCE)
+def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
+    src = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(10)).requires_grad_()
+    index = torch.tensor([0, 1, 0, 2, 2, 2, 4, 0, 1, 4, 4, 1])
+    op = getattr(scatter_ops, f"scatter_{reduce}")
+    function = lambda s: (lambda r: r[0] if isinstance(r, tuple) else r)(op(s, index, 0, None, 5))
+    assert torch.autograd.gradcheck(function, (src,))
