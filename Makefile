@@ -27,6 +27,10 @@ test: setup
 notebooks: setup
 	$(PY) -m workbook.generate --execute
 
+# C++ ops against Python and native ones, side by side; prints a table (not a test).
+bench: setup
+	$(PY) -m workbook.bench
+
 system-packages:
 	@missing=""; \
 	for need in $(SYSTEM_NEEDS); do \
