@@ -198,3 +198,22 @@ def test_reverse_check_explains_mistakes():
 
     outcome = ch07.check_reverse(without_the_class)
     assert outcome.status == "failed" and "never uses" in outcome.explanation
+
+
+def test_a_changed_library_is_refused_instead_of_aborting_the_process():
+    same = torchscript.load_library_source("test_torchscript_exercises", SOURCE, opencv=True)
+    assert same.exists()
+    with pytest.raises(RuntimeError, match="Restart the kernel"):
+        torchscript.load_library_source("test_torchscript_exercises", SOURCE + "// changed", opencv=True)
+
+
+def test_a_second_torch_library_for_a_namespace_aborts_the_process(tmp_path):
+    """What load_library_source protects against, shown in a throwaway process."""
+    import shutil
+    import signal
+
+    first = torchscript.ops_library()
+    copy = shutil.copy(first, tmp_path / "copy_of_the_library.so")  # another file: dlopen loads it again
+    result = torchscript.load_both_in_fresh_process(first, copy)
+    assert result.returncode == -signal.SIGABRT
+    assert "Only a single TORCH_LIBRARY can be used to register the namespace workbook_cv" in result.stderr

@@ -223,36 +223,61 @@ def jit_build_ops(name: str = "warp_perspective_jit") -> Path:
     )
 
 
+_loaded_sources: dict[str, str] = {}
+
+
 def load_library_source(name: str, source: str, *, opencv: bool = False) -> Path:
     """Write `source` to build/src/<name>.cpp (only if changed), build it as a plain library and load it.
 
     For the exercises: a library holding TORCH_LIBRARY / TORCH_LIBRARY_FRAGMENT registrations.
-    Registering the same operator or class twice in one process fails, so a library whose source
-    changed after it was loaded needs a fresh process (restart the kernel); the error says so.
+    Those run while the library is being loaded, and registering an operator or class a second time
+    in one process does not raise an exception Python could catch: the process aborts. So once a
+    library is loaded, running this again with the same source does nothing, and with a changed
+    source it refuses (restart the kernel) instead of taking the kernel down.
     """
     from . import build
 
+    if name in _loaded_sources:
+        if _loaded_sources[name] == source:
+            return build_directory_library(name)
+        raise RuntimeError(
+            f"This Python process already loaded a build of '{name}' with different source code. Its "
+            "operators and classes are registered, and registering them again would abort the process. "
+            "Restart the kernel (or the Python process), then run the cells again."
+        )
     path = build.write_if_changed(f"{name}.cpp", source)
     include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
-    try:
-        return Path(
-            build.load(
-                name,
-                [path],
-                is_python_module=False,
-                extra_include_paths=include_dirs,
-                extra_ldflags=[f"-l{library}" for library in libraries],
-            )
+    library = Path(
+        build.load(
+            name,
+            [path],
+            is_python_module=False,
+            extra_include_paths=include_dirs,
+            extra_ldflags=[f"-l{library}" for library in libraries],
         )
-    except RuntimeError as error:
-        text = str(error)
-        if "multiple times" in text or "Only a single TORCH_LIBRARY" in text or "already registered" in text:
-            raise RuntimeError(
-                f"{first_error_line(text)}\nThis process already loaded an earlier build of '{name}', and "
-                "an operator or class can be registered only once per process: restart the kernel "
-                "(or the Python process) and run the cells again."
-            ) from None
-        raise
+    )
+    _loaded_sources[name] = source
+    return library
+
+
+def build_directory_library(name: str) -> Path:
+    from . import build
+
+    return build.build_directory(name) / f"{name}.so"
+
+
+_DOUBLE_REGISTRATION = r"""
+import sys, torch
+torch.ops.load_library(sys.argv[1])
+torch.ops.load_library(sys.argv[2])
+"""
+
+
+def load_both_in_fresh_process(first, second) -> subprocess.CompletedProcess:
+    """Load two libraries into a new Python process, one after the other (to show what a second
+    TORCH_LIBRARY for the same namespace does to a process)."""
+    return subprocess.run([sys.executable, "-c", _DOUBLE_REGISTRATION, str(first), str(second)],
+                          capture_output=True, text=True, cwd=REPO_ROOT)
 
 
 SETUPTOOLS_BUILD_DIR = BUILD_DIR / "setuptools" / "warp_perspective"
