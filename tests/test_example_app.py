@@ -81,3 +81,17 @@ def test_custom_class_model_runs_in_the_program(library, saved_models, inputs):
     assert size == expected_size == 2
     assert len(items) == 2 and all(torch.equal(a, b) for a, b in zip(items, expected_items))
     assert "tuple of 2" in result.stdout
+
+
+def test_a_failed_cmake_configure_shows_cmake_s_error():
+    with pytest.raises(torchscript.BuildError, match="Set WORKBOOK_OPS_LIBRARY to the built op library"):
+        torchscript.cmake_build("test_app_without_library", torchscript.APP_SOURCE_DIR,
+                                options={"WORKBOOK_OPS_LIBRARY": "/no/such/library.so"})
+
+
+def test_a_failed_compile_shows_the_compiler_s_first_error(tmp_path):
+    (tmp_path / "CMakeLists.txt").write_text(
+        "cmake_minimum_required(VERSION 3.18)\nproject(broken LANGUAGES CXX)\nadd_library(broken SHARED broken.cpp)\n")
+    (tmp_path / "broken.cpp").write_text("int broken() { return undeclared_name; }\n")
+    with pytest.raises(torchscript.BuildError, match="'undeclared_name' was not declared"):
+        torchscript.cmake_build("test_broken_project", tmp_path)

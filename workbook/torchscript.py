@@ -63,6 +63,9 @@ def cmake_build(project: str, source_dir, *, options: dict | None = None, target
     wanted = json.dumps({"source": str(source_dir.resolve()), "options": options}, sort_keys=True)
     with _exclusive(project):
         if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
+            if (build_dir / "CMakeCache.txt").exists() and _recorded_source(recorded) != str(source_dir.resolve()):
+                # CMake refuses to reuse a build folder for another source folder: start this one afresh.
+                shutil.rmtree(build_dir)
             build_dir.mkdir(parents=True, exist_ok=True)
             recorded.unlink(missing_ok=True)
             _run_quietly(
@@ -77,6 +80,13 @@ def cmake_build(project: str, source_dir, *, options: dict | None = None, target
             command += ["--target", target]
         _run_quietly(project, "build", command)
     return build_dir
+
+
+def _recorded_source(recorded: Path) -> str | None:
+    try:
+        return json.loads(recorded.read_text())["source"]
+    except (OSError, ValueError, KeyError):
+        return None
 
 
 def ops_library() -> Path:
@@ -350,9 +360,24 @@ def _run_quietly(project: str, step: str, command: list[str], *, cwd=None, log_d
     log.write_text(output)
     raise BuildError(
         f"The {step} step of '{project}' failed. The first error:\n\n"
-        f"{first_compiler_error(output)}\n\n"
+        f"{_first_cmake_error(output) or first_compiler_error(output)}\n\n"
         f"Full output: {relative_to_repo(log)}"
     )
+
+
+def _first_cmake_error(output: str, context_lines: int = 6) -> str:
+    """CMake's own first error ("CMake Error at CMakeLists.txt:12 (message):" and its message), if any."""
+    lines = output.splitlines()
+    for index, line in enumerate(lines):
+        if line.startswith("CMake Error"):
+            excerpt = [line]
+            for follow in lines[index + 1 : index + 1 + context_lines]:
+                if follow.startswith(("CMake ", "-- ")):
+                    break
+                if follow.strip():
+                    excerpt.append(follow)
+            return "\n".join("    " + _strip_repo(text.rstrip()) for text in excerpt)
+    return ""
 
 
 def _strip_repo(text: str) -> str:
