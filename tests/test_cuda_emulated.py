@@ -59,9 +59,9 @@ def emulated_copy(topic: str, relative: str) -> str:
     return str(build.write_if_changed(EMULATION_SOURCES / topic / relative, text))
 
 
-def build_emulation(topic, sources, headers, **kwargs):
-    for header in headers:
-        emulated_copy(topic, header)
+def build_emulation(topic, sources, **kwargs):
+    for header in (CSRC_DIR / topic).rglob("*.h"):  # every header the sources may include, rewritten too
+        emulated_copy(topic, str(header.relative_to(CSRC_DIR / topic)))
     return build.load(
         f"wb_{topic}_emu",
         [emulated_copy(topic, source) for source in sources],
@@ -74,14 +74,14 @@ def build_emulation(topic, sources, headers, **kwargs):
 @pytest.fixture(scope="module")
 def lltm_ops():
     lltm.load_extension()
-    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"], ["lltm_checks.h"])
+    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"])
     return torch.ops.wb_lltm_emu
 
 
 @pytest.fixture(scope="module")
 def scatter_ops():
     scatter.load()
-    build_emulation("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], ["scatter.h"], is_python_module=False)
+    build_emulation("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], is_python_module=False)
     return torch.ops.wb_scatter_emu
 
 
