@@ -147,3 +147,9 @@ def test_jit_and_setuptools_builds_match_opencv():
     jit_library = result.stdout.strip().splitlines()[-1]
     for library in (jit_library, torchscript.setuptools_build_ops()):
         assert torchscript.check_in_fresh_process(library) == "shape (40, 50, 3), equal to cv2.warpPerspective: True"
+
+
+def test_tensors_on_a_device_without_a_kernel_are_refused_by_the_dispatcher():
+    """Only a CPU kernel is registered: the dispatcher names the missing backend (chapter 08 adds a Meta one)."""
+    with pytest.raises(RuntimeError, match="workbook_cv::warp_perspective: attempted to run this operator with Meta"):
+        warp_perspective(torch.rand(4, 4, device="meta"), torch.eye(3), 4, 4)
