@@ -27,9 +27,9 @@ TOLERANCES = {torch.float32: dict(rtol=1e-4, atol=1e-5), torch.float64: dict(rto
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
-    batch_size=st.integers(1, 6),
-    input_features=st.integers(1, 7),
-    state_size=st.integers(1, 9),
+    batch_size=st.integers(0, 6),  # empty tensors too
+    input_features=st.integers(0, 7),
+    state_size=st.integers(0, 9),
     dtype=st.sampled_from([torch.float32, torch.float64]),
     seed=st.integers(0, 2**16),
 )

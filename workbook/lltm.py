@@ -71,7 +71,7 @@ def make_inputs(batch_size=16, input_features=32, state_size=128, *, dtype=torch
                 device="cpu", requires_grad=False, seed=0):
     """Random (input, weights, bias, old_h, old_cell) of consistent shapes, from a fixed seed."""
     generator = torch.Generator().manual_seed(seed)
-    bound = 1.0 / math.sqrt(state_size)
+    bound = 1.0 / math.sqrt(max(state_size, 1))
 
     def uniform(*shape, scale=1.0):
         tensor = (torch.rand(*shape, generator=generator, dtype=torch.float64) * 2 - 1) * scale
