@@ -98,7 +98,7 @@ TOLERANCE = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rto
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
-@pytest.mark.parametrize("batch_size, state_size", [(5, 11), (3, 300), (0, 4)])  # 900 elements: 4 blocks
+@pytest.mark.parametrize("batch_size, state_size", [(5, 11), (3, 300), (0, 4), (4, 0)])  # 900 elements: 4 blocks
 def test_emulated_lltm_kernels_match_the_cpu_kernels(lltm_ops, dtype, batch_size, state_size):
     inputs = lltm.make_inputs(batch_size, 7, state_size, dtype=dtype, seed=1)
     expected = torch.ops.wb_lltm.lltm_forward(*inputs)
@@ -192,3 +192,63 @@ def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
     op = getattr(scatter_ops, f"scatter_{reduce}")
     function = lambda s: (lambda r: r[0] if isinstance(r, tuple) else r)(op(s, index, 0, None, 5))
     assert torch.autograd.gradcheck(function, (src,))
+
+
+# ---- exercise 5.1: the solution's kernel, and the classic mistakes, emulated ---------------------
+
+_loaded_exercises = set()
+
+
+def emulated_exercise(source: str):
+    """Build the exercise's CUDA source for the CPU emulation; returns its torch.ops namespace."""
+    import hashlib
+
+    namespace = "wb_ch05_emu_" + hashlib.sha256(source.encode()).hexdigest()[:10]
+    text = source.replace("NAMESPACE", namespace).replace(", CUDA, m)", ", CPU, m)").replace(".is_cuda()", ".is_cpu()")
+    path = build.write_if_changed(EMULATION_SOURCES / "ch05" / f"{namespace}.cpp", rewrite_launches(text))
+    if namespace not in _loaded_exercises:  # one TORCH_LIBRARY per namespace per process
+        _loaded_exercises.add(namespace)
+        build.load(namespace, [str(path)], is_python_module=False, extra_include_paths=[str(EMULATION_INCLUDE)],
+                   extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")])
+    return getattr(torch.ops, namespace)
+
+
+def solution_source():
+    import nbformat
+
+    from workbook import generate
+
+    notebook = nbformat.read(generate.SOLUTIONS / "05_cuda_extensions.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-divide-by-count"]
+    namespace = {}
+    exec(cell.source, namespace)
+    return namespace["DIVIDE_BY_COUNT_CU"]
+
+
+def run_exercise_cases(ops):
+    from workbook.checking import Mistake, expect_close
+    from workbook.exercises import ch05
+
+    try:
+        for description, total, count, dim in ch05._cases("cpu"):
+            expect_close(ops.divide_by_count(total, count, dim), ch05.reference_divide_by_count(total, count, dim),
+                         f"the result for {description}")
+    except (Mistake, RuntimeError) as error:
+        return str(error)
+    return None
+
+
+def test_emulated_exercise_solution_passes_the_checks_cases():
+    assert run_exercise_cases(emulated_exercise(solution_source())) is None
+
+
+@pytest.mark.parametrize("mistake, replacement, says", [
+    ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),
+    ("c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]", "sums[e] / static_cast<scalar_t>(c)", "is wrong at index"),
+    ("(n + threads - 1) / threads", "n / threads", "invalid configuration argument"),  # n = 7: zero blocks
+])
+def test_emulated_exercise_mistakes_are_caught_by_the_checks_cases(mistake, replacement, says):
+    source = solution_source()
+    assert mistake in source
+    explanation = run_exercise_cases(emulated_exercise(source.replace(mistake, replacement)))
+    assert explanation is not None and says in explanation, explanation
