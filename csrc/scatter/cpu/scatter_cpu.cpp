@@ -3,13 +3,12 @@
 // The workbook's own loops (not a call to torch's native scatter ops), run in parallel with
 // at::parallel_for. Every tensor is viewed as [outer, n, inner] around `dim` (src and index:
 // n = src.size(dim); the output: m = dim_size), and a "column" is one (outer, inner) pair.
-//  - Many rows (outer >= threads), or rows wide enough (inner >= 16 per thread) that each
-//    thread gets whole cache lines: threads split the columns; each writes only its own columns
-//    of the output, so no two threads ever touch the same output element.
-//  - Otherwise (a 1-D src, or [edges, 4 features] along dim 0) threads split the n elements of
-//    a row instead; each reduces its slice into a private buffer, and the buffers are merged in
-//    order, which keeps the "first position wins a tie" rule of min/max. (Splitting 4 columns
-//    between 2 threads would make both write into the same cache lines on every update.)
+//  - As many rows as threads (outer >= threads: a batch reduced along its last dim), or an output
+//    too large to copy per thread: threads split the columns; each writes only its own columns of
+//    the output, so no two threads ever touch the same output element.
+//  - Otherwise (a 1-D src, or [edges, features] along dim 0) threads split the n elements of a
+//    row instead; each reduces its slice into a private copy of the output row, and the copies
+//    are merged in order, which keeps the "first position wins a tie" rule of min/max.
 // float16/bfloat16 accumulate in a float32 buffer (summing thousands of halves in half precision
 // loses digits); other dtypes accumulate in the output itself when it is contiguous.
 #include "../scatter.h"
@@ -69,6 +68,23 @@ struct Reducer {
   TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
 }
 
+// Fold src row (o, j), columns [i0, i1), into output row k of `val`/`extra`.
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void fold_row(const scalar_t* s, acc_t* v, int64_t* e, int64_t j, int64_t i0, int64_t i1, int64_t n,
+                     bool fresh) {
+  if constexpr (R == Reduce::Sum) {
+    for (int64_t i = i0; i < i1; ++i) v[i] += static_cast<acc_t>(s[i]);  // vectorizes
+  } else if constexpr (R == Reduce::Mean) {
+    for (int64_t i = i0; i < i1; ++i) {
+      v[i] += static_cast<acc_t>(s[i]);
+      e[i] += 1;
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i)
+      Reducer<acc_t, R>::update(v[i], e[i], static_cast<acc_t>(s[i]), j, fresh && e[i] == n);
+  }
+}
+
 // Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
 // `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
 template <typename scalar_t, typename acc_t, Reduce R>
@@ -76,15 +92,39 @@ inline void reduce_block(const scalar_t* src, const int64_t* index, const Geomet
                          int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
   const scalar_t* s = src + o * g.n * g.inner;
   const int64_t* ix = index + o * g.is0;
+  if (g.inner == 1) {  // one element per src row: a plain loop, nothing to set up per element
+    for (int64_t j = j0; j < j1; ++j) {
+      int64_t k = ix[j * g.is1];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      acc_t x = static_cast<acc_t>(s[j]);
+      if constexpr (R == Reduce::Sum) {
+        val[k] += x;
+      } else if constexpr (R == Reduce::Mean) {
+        val[k] += x;
+        extra[k] += 1;
+      } else {
+        Reducer<acc_t, R>::update(val[k], extra[k], x, j, fresh && extra[k] == g.n);
+      }
+    }
+    return;
+  }
+  if (g.is2 == 0) {
+    // One index value per src row (a 1-D src, or an index broadcast over the trailing dims): read
+    // and check it once, then fold the whole row of columns, a contiguous loop.
+    for (int64_t j = j0; j < j1; ++j) {
+      int64_t k = ix[j * g.is1];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0,
+                                   i1, g.n, fresh);
+    }
+    return;
+  }
   for (int64_t j = j0; j < j1; ++j) {
     for (int64_t i = i0; i < i1; ++i) {
       int64_t k = ix[j * g.is1 + i * g.is2];
       if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-      int64_t slot = k * g.inner + i;
-      int64_t dummy = 0;
-      int64_t& e = (R == Reduce::Sum) ? dummy : extra[slot];
-      bool empty = (R == Reduce::Min || R == Reduce::Max) && fresh && e == g.n;
-      Reducer<acc_t, R>::update(val[slot], e, static_cast<acc_t>(s[j * g.inner + i]), j, empty);
+      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i,
+                                   i + 1, g.n, fresh);
     }
   }
 }
@@ -94,10 +134,12 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
                    bool fresh) {
   const int64_t threads = at::get_num_threads();
   const int64_t row = g.m * g.inner;  // one row (fixed o) of the output
-  // Few elements: one thread. Many rows, or rows wide enough that each thread gets whole cache
-  // lines of columns: split the columns (o, i) between threads.
+  // Few elements: one thread. As many rows as threads (a batch reduced along its last dim), or an
+  // output so large that private copies of it would cost more than the reduction: split the
+  // columns (o, i) between threads.
   bool small = g.n * g.outer * g.inner < kGrain;
-  if (small || threads == 1 || g.outer >= threads || g.inner >= 16 * threads) {
+  bool buffers_cheap = (threads - 1) * row <= g.n * g.inner;
+  if (small || threads == 1 || g.outer >= threads || !buffers_cheap) {
     const int64_t columns = g.outer * g.inner;
     int64_t grain = small ? columns : std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
     at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
@@ -111,8 +153,10 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
     });
     return;
   }
-  // Few narrow rows (a 1-D src, or [edges, 4 features] along dim 0): split the n elements of a
-  // row into one slice per thread. Slice 0 reduces straight into the output; the others into
+  // Few rows (a 1-D src, or [edges, features] along dim 0): split the n elements of a row into
+  // one slice per thread. (Splitting the features instead would make the threads write into
+  // neighbouring cache lines of the same output rows at the same time, which costs more than
+  // it saves.) Slice 0 reduces straight into the output; the others into
   // private [m, inner] buffers, merged afterwards in slice order, so that the first position
   // still wins a tie.
   const int64_t slices = threads;
