@@ -80,18 +80,31 @@ def test_long_columns_split_across_threads(op, dtype, n):
     assert_same(op, ours(op, src, index, 0), reference(op, src, index, 0))
 
 
+# Shapes that take each of the CPU kernel's ways of splitting the work between threads.
+SPLITS = {
+    "slices of one row (1-D)": ((70_000,), 0, 20, None),
+    "slices of one row ([n, 3] along dim 0)": ((70_000, 3), 0, 20, None),
+    "columns: as many rows as threads": ((4, 40_000), 1, 50, None),
+    "columns: output too large to copy per thread": ((60_000,), 0, 20, 100_000),
+}
+
+
 @pytest.mark.parametrize("op", OPS)
-def test_same_result_with_one_thread_and_with_all(op):
+@pytest.mark.parametrize("split", list(SPLITS))
+def test_each_thread_split_matches_the_reference_and_one_thread(op, split):
+    shape, dim, groups, dim_size = SPLITS[split]
     g = torch.Generator().manual_seed(1)
-    src = integer_valued((70_000, 3), torch.float32, g)
-    index = torch.randint(0, 20, (70_000,), generator=g)
+    src = integer_valued(shape, torch.float32, g)
+    index = torch.randint(0, groups, shape if len(shape) == 1 or dim else shape[:1], generator=g)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        single = ours(op, src, index, 0)
+        single = ours(op, src, index, dim, dim_size=dim_size)
     finally:
         torch.set_num_threads(threads)
-    assert_same(op, ours(op, src, index, 0), single)
+    expected = reference(op, src, index, dim, dim_size=dim_size)
+    assert_same(op, single, expected)
+    assert_same(op, ours(op, src, index, dim, dim_size=dim_size), expected)
 
 
 def test_first_position_wins_a_tie_and_empty_groups_are_zero_with_argindex_n():
