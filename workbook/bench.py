@@ -83,18 +83,22 @@ def lltm_rows():
     grad = lltm.make_inputs(16, 32, 128, requires_grad=True)
     env = {"lltm": lltm, "plain": plain, "grad": grad, "torch": torch}
     fwd_bwd = "h, c = {f}(*grad); (h.sum() + c.sum()).backward()"
-    times = best_of_rounds({
-        "python forward": ("with torch.no_grad(): lltm.lltm_python(*plain)", env),
-        "cpp forward": ("with torch.no_grad(): lltm.lltm_cpp(*plain)", env),
-        "python forward+backward": (fwd_bwd.format(f="lltm.lltm_python"), env),
-        "cpp forward+backward": (fwd_bwd.format(f="lltm.lltm_cpp"), env),
-    })
+    global THREADS
     print("LLTM cell: batch 16, 32 inputs, state 128, float32")
-    print(f"  {'':18} {'Python':>12} {'C++':>12}   C++ speed-up   (fastest blocks)")
-    for what in ("forward", "forward+backward"):
-        py, cpp = times[f"python {what}"], times[f"cpp {what}"]
-        fast = FASTEST[f"python {what}"] / FASTEST[f"cpp {what}"]
-        print(f"  {what:18} {_us(py)} {_us(cpp)}   {py / cpp:5.2f}x         ({fast:.2f}x)")
+    print(f"  {'':18} {'threads':>7} {'Python':>12} {'C++':>12}   C++ speed-up   (fastest blocks)")
+    for threads in (torch.get_num_threads(), 1):
+        THREADS = threads
+        times = best_of_rounds({
+            "python forward": ("with torch.no_grad(): lltm.lltm_python(*plain)", env),
+            "cpp forward": ("with torch.no_grad(): lltm.lltm_cpp(*plain)", env),
+            "python forward+backward": (fwd_bwd.format(f="lltm.lltm_python"), env),
+            "cpp forward+backward": (fwd_bwd.format(f="lltm.lltm_cpp"), env),
+        })
+        THREADS = None
+        for what in ("forward", "forward+backward"):
+            py, cpp = times[f"python {what}"], times[f"cpp {what}"]
+            fast = FASTEST[f"python {what}"] / FASTEST[f"cpp {what}"]
+            print(f"  {what:18} {threads:7} {_us(py)} {_us(cpp)}   {py / cpp:5.2f}x         ({fast:.2f}x)")
     return times
 
 
