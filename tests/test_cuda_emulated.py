@@ -166,6 +166,11 @@ def test_emulated_scatter_kernel_on_special_inputs(scatter_ops, reduce):
                             .view(30, 1).expand(30, 4), 0, None, None),
         "long column": (integer_valued((70_000,), torch.float32, 8),
                         torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)), 0, None, None),
+        # NaN propagates, argindex at the first NaN: the CPU kernel splits this column between threads.
+        "NaN in a long column": (integer_valued((70_000,), torch.float32, 8).index_fill_(
+                                     0, torch.tensor([5, 35_000, 35_001, 69_990]), nan),
+                                 torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)), 0, None,
+                                 None),
         "empty src": (torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), 0, None, 4),
         "empty output": (torch.ones(4), torch.tensor([0, 0, 1, 1]), 0, None, 0),
     }

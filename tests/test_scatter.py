@@ -122,6 +122,108 @@ def test_infinite_values_are_kept_not_mistaken_for_empty_groups():
     assert values.tolist() == [float("inf"), -float("inf")] and arg.tolist() == [0, 1]
 
 
+NAN = float("nan")
+
+
+def with_threads(count, function):
+    """function() run with `count` intra-op threads; the thread count is restored afterwards."""
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(count)
+        return function()
+    finally:
+        torch.set_num_threads(threads)
+
+
+def assert_same_with_nan(got, expected, what=""):
+    assert torch.equal(got[0].isnan(), expected[0].isnan()), f"{what}: NaN differs:\n{got[0]}\n{expected[0]}"
+    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), f"{what}: values differ:\n{got[0]}\n{expected[0]}"
+    assert torch.equal(got[1], expected[1]), f"{what}: argindex differs:\n{got[1]}\n{expected[1]}"
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+def test_nan_result_does_not_depend_on_the_thread_count(op):
+    """One group, n = 200000 (two slices with two threads): the NaN opens the second slice.
+
+    Before NaN propagated, two threads returned 5 (argindex 0) for min and one thread returned 1.
+    """
+    n = 200_000
+    src = torch.full((n,), 7.0)
+    src[0], src[100_000], src[199_995] = 5.0, NAN, 1.0
+    if op == "max":
+        src = -src
+    index = torch.zeros(n, dtype=torch.long)
+    one = with_threads(1, lambda: ours(op, src, index, 0))
+    two = with_threads(2, lambda: ours(op, src, index, 0))
+    assert_same_with_nan(two, one, "2 threads vs 1 thread")
+    assert one[0].isnan().all() and one[1].tolist() == [100_000]
+    assert_same_with_nan(one, reference(op, src, index, 0), "vs the reference")
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_nan_in_long_columns_matches_the_reference_with_one_and_two_threads(op, dtype):
+    g = torch.Generator().manual_seed(11)
+    n = 150_000
+    src = integer_valued((n,), dtype, g)
+    src[torch.randint(0, n, (40,), generator=g)] = NAN  # some groups get a NaN, most do not
+    index = torch.randint(0, 100, (n,), generator=g)
+    expected = reference(op, src, index, 0)
+    assert expected[0].isnan().any() and not expected[0].isnan().all()
+    for threads in (1, 2):
+        assert_same_with_nan(with_threads(threads, lambda: ours(op, src, index, 0)), expected, f"{threads} threads")
+
+
+# Groups: 0 NaN first, 1 NaN in the middle, 2 NaN last, 3 no NaN, 4 two NaNs, 5 empty.
+NAN_SRC = [NAN, 1.0, 2.0, 3.0, NAN, 0.0, 4.0, -1.0, NAN, 6.0, 7.0, 5.0, NAN, NAN]
+NAN_INDEX = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4]
+NAN_EXPECTED = {  # op: (values, argindex); n = 14 means "nobody"
+    "min": ([NAN, NAN, NAN, 6.0, NAN, 0.0], [0, 4, 8, 9, 12, 14]),
+    "max": ([NAN, NAN, NAN, 7.0, NAN, 0.0], [0, 4, 8, 10, 12, 14]),
+}
+# out= starts: group 0 NaN (stays, argindex n), 3 a value that beats 6 and 7 for min but not for max.
+NAN_OUT = [NAN, 0.0, 9.0, -9.0, 100.0, -100.0]
+NAN_OUT_EXPECTED = {
+    "min": ([NAN, NAN, NAN, -9.0, NAN, -100.0], [14, 4, 8, 14, 12, 14]),
+    "max": ([NAN, NAN, NAN, 7.0, NAN, -100.0], [14, 4, 8, 10, 12, 14]),
+}
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_nan_propagates_with_the_first_nan_as_argindex(op, dtype):
+    src, index = torch.tensor(NAN_SRC, dtype=dtype), torch.tensor(NAN_INDEX)
+    values, arg = NAN_EXPECTED[op]
+    expected = (torch.tensor(values, dtype=dtype), torch.tensor(arg))
+    assert_same_with_nan(ours(op, src, index, 0, dim_size=6), expected, "ours")
+    assert_same_with_nan(reference(op, src, index, 0, dim_size=6), expected, "reference")
+    # The same groups along dim 1 of a [2, 14] src, the second row reversed (the first NaN changes).
+    src2 = torch.stack([src, src.flip(0)])
+    index2 = torch.tensor([NAN_INDEX, NAN_INDEX[::-1]])
+    assert_same_with_nan(ours(op, src2, index2, 1, dim_size=6), reference(op, src2, index2, 1, dim_size=6), "2-D")
+
+
+@pytest.mark.parametrize("op", ["min", "max"])
+def test_nan_propagates_into_out_and_a_nan_in_out_stays(op):
+    src, index = torch.tensor(NAN_SRC), torch.tensor(NAN_INDEX)
+    values, arg = NAN_OUT_EXPECTED[op]
+    expected = (torch.tensor(values), torch.tensor(arg))
+    out = torch.tensor(NAN_OUT)
+    got = ours(op, src, index, 0, out=out)
+    assert got[0] is out
+    assert_same_with_nan(got, expected, "ours")
+    assert_same_with_nan(reference(op, src, index, 0, out=torch.tensor(NAN_OUT)), expected, "reference")
+
+
+def test_gradient_of_a_nan_group_goes_to_its_first_nan():
+    src = torch.tensor(NAN_SRC, dtype=torch.float64, requires_grad=True)
+    values, arg = S.scatter_min(src, torch.tensor(NAN_INDEX), dim_size=6)
+    values.sum().backward()
+    expected = torch.zeros(len(NAN_SRC), dtype=torch.float64)
+    expected[[0, 4, 8, 9, 12]] = 1.0
+    assert torch.equal(src.grad, expected)
+
+
 def test_integer_mean_rounds_down():
     src = torch.tensor([-3, -4, 5, 2])
     assert S.scatter_mean(src, torch.tensor([0, 0, 1, 1])).tolist() == [-4, 3]

@@ -141,16 +141,19 @@ def _reference_arg_reduce(src, index, dim, out, dim_size, which):
     dim, index, shape = _prepare(src, index, dim, out, dim_size)
     n = src.size(dim)
     amin_or_amax = "amin" if which == "min" else "amax"
+    # NaN propagates (torch's amin/amax do the same): a group holding a NaN gives NaN, and its
+    # argindex is the position of its first NaN; a NaN already in out= stays, with argindex n.
     if out is None:
         values = src.new_zeros(shape).scatter_reduce(dim, index, src, amin_or_amax, include_self=False)
         beats_start = torch.ones_like(src, dtype=torch.bool)
     else:
         values = out.scatter_reduce(dim, index, src, amin_or_amax, include_self=True)
         start = out.gather(dim, index)
-        beats_start = src < start if which == "min" else src > start
+        beats_start = (src < start if which == "min" else src > start) | (src.isnan() & ~start.isnan())
     # The argindex: the first position along dim whose value is its group's result.
     position = torch.arange(n).view([-1 if d == dim else 1 for d in range(src.dim())]).expand(src.shape)
-    winner = (src == values.gather(dim, index)) & beats_start
+    result = values.gather(dim, index)
+    winner = ((src == result) | (src.isnan() & result.isnan())) & beats_start
     arg = torch.full(shape, n, dtype=torch.long).scatter_reduce(
         dim, index, torch.where(winner, position, n), "amin", include_self=True
     )

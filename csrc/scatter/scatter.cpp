@@ -42,6 +42,10 @@
 //   ties; src.size(dim) where no src element won: an empty group, or out='s own value kept), for
 //   mean the int64 count of elements in each group (0 for empty groups), for sum an undefined
 //   tensor (None in Python).
+//   NaN in min/max propagates, as in torch.amin/amax and torch.scatter_reduce("amin"/"amax"): a
+//   group holding a NaN gives NaN, and its argindex is the position of its first NaN along dim; a
+//   NaN already in out= stays (argindex src.size(dim)). The result depends neither on the order
+//   the elements are visited in nor on the number of threads.
 //   Who checks what: the public ops check what users pass (dim in [-src.dim(), src.dim()), index
 //   an integer tensor broadcastable against src, devices) and broadcast index. Every backend calls
 //   wb_scatter::prepare_scatter (below; device-generic) first, which re-checks dtypes, devices,

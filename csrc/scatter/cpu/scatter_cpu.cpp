@@ -9,6 +9,10 @@
 //  - Otherwise (a 1-D src, or [edges, features] along dim 0) threads split the n elements of a
 //    row instead; each reduces its slice into a private copy of the output row, and the copies
 //    are merged in order, which keeps the "first position wins a tie" rule of min/max.
+// min/max and NaN: NaN propagates, as in torch.amin/amax and scatter_reduce("amin"/"amax"): a group
+// holding a NaN gives NaN, with the argindex of its first NaN along dim. The rule does not depend on
+// the order elements are folded in, so every thread split gives the same result (a rule like "a NaN
+// wins only as the group's first element" would not survive the split into slices).
 // float16/bfloat16 accumulate in a float32 buffer (summing thousands of halves in half precision
 // loses digits); other dtypes accumulate in the output itself when it is contiguous.
 #include "../scatter.h"
@@ -20,8 +24,10 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <limits>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 namespace wb_scatter {
@@ -48,6 +54,23 @@ struct Reducer {
     else
       return acc_t(0);
   }
+  static inline bool is_nan(acc_t x) {
+    if constexpr (std::is_floating_point_v<acc_t>) return std::isnan(x);
+    else return false;
+  }
+  // min/max: does x, from a later position, replace the group's current value `val`? Into an
+  // empty group, always; a NaN replaces any number (and a later NaN never replaces an earlier one,
+  // since nothing compares less than NaN); otherwise only a strictly smaller (larger) x, so the
+  // first position wins a tie.
+  static inline bool wins(acc_t x, acc_t val, bool empty) {
+    if (empty) return true;
+    if constexpr (R == Reduce::Min) {
+      if (x < val) return true;
+    } else {
+      if (x > val) return true;
+    }
+    return is_nan(x) && !is_nan(val);
+  }
   // Fold value x (at position j along dim) into a group. `empty`: the group holds no value yet
   // (so x wins even if it equals the identity, e.g. +inf for min).
   static inline void update(acc_t& val, int64_t& extra, acc_t x, int64_t j, bool empty) {
@@ -56,10 +79,8 @@ struct Reducer {
     } else if constexpr (R == Reduce::Mean) {
       val += x;
       extra += 1;
-    } else if constexpr (R == Reduce::Min) {
-      if (empty || x < val) { val = x; extra = j; }
     } else {
-      if (empty || x > val) { val = x; extra = j; }
+      if (wins(x, val, empty)) { val = x; extra = j; }
     }
   }
 };
@@ -192,9 +213,8 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
             e[k] += x[k];
           } else {
             if (x[k] == g.n) continue;  // this slice put nothing into this group
-            bool empty = fresh && e[k] == g.n;
-            bool better = (R == Reduce::Min) ? v[k] < a[k] : v[k] > a[k];
-            if (empty || better) { a[k] = v[k]; e[k] = x[k]; }
+            // a[k] holds the earlier positions: the same rule as folding one element at a time.
+            if (Reducer<acc_t, R>::wins(v[k], a[k], fresh && e[k] == g.n)) { a[k] = v[k]; e[k] = x[k]; }
           }
         }
       }

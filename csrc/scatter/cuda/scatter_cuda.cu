@@ -3,7 +3,8 @@
 // Contract and schema: ../scatter.cpp; CPU kernel: ../cpu/scatter_cpu.cpp. Results match the CPU
 // kernel's: the same values (up to the rounding order of floating-point sums), the same argindex
 // (the first position along dim on ties; src.size(dim) for an empty group or where out='s own value
-// was kept), integer mean rounding down, NaN handled the same way.
+// was kept), integer mean rounding down, the same NaN rule (NaN propagates: a group holding a NaN
+// gives NaN, with the argindex of its first NaN along dim, as in torch.amin/amax).
 //
 // Layout. As on the CPU, tensors are viewed as [outer, n, inner] around `dim` (the output as
 // [outer, m, inner], m = dim_size). There is one thread per src element e = (o, j, i); it reads its
@@ -16,15 +17,15 @@
 //         divides (floor division for integers, nothing for count <= 1: out='s initial value
 //         takes part in the sum but not in the count, exactly as on the CPU).
 //   min/max  atomics give the value but not *which* element won. So:
-//         pass 1  atomic min/max of the values into the output (NaN skipped, see below);
-//         pass 2  every element equal to its group's result bids its position j with atomicMin on
-//                 the argindex: the lowest position wins, which is the CPU's tie rule. With out=,
-//                 an element only bids when it beat out's initial value strictly (otherwise out's
-//                 value was kept and the CPU leaves argindex at src.size(dim));
-//         finish  (no out=) groups nothing landed in become 0. On the CPU a NaN wins only as the
-//                 first element of its group (nothing compares less than NaN afterwards, and a later
-//                 NaN never compares less than anything); pass 1 records each group's first position
-//                 so that this step can apply the same rule.
+//         pass 1  atomic min/max of the values into the output. ATen's atomics propagate NaN (a
+//                 NaN value wins, a NaN in memory stays), so a group holding a NaN ends as NaN;
+//         pass 2  every element equal to its group's result (NaN counting as equal to NaN) bids its
+//                 position j with atomicMin on the argindex: the lowest position wins, which is the
+//                 CPU's rule for ties and for NaN (the first NaN). With out=, an element only bids
+//                 when it beat out's initial value (strictly smaller/larger, or a NaN against a
+//                 number); otherwise out's value was kept (a NaN in out= stays) and the CPU leaves
+//                 argindex at src.size(dim);
+//         finish  (no out=) groups nothing landed in become 0.
 // float16/bfloat16 accumulate in a float32 buffer, as on the CPU (and atomics on 32-bit floats are
 // native, while 16-bit ones would be compare-and-swap loops).
 //
@@ -125,24 +126,32 @@ __global__ void mean_divide_kernel(acc_t* acc, const int64_t* __restrict__ count
   WB_GRID_STRIDE_LOOP(p, numel) { acc[p] = divide(acc[p], count[p]); }
 }
 
+// Does x replace `than` (an earlier value)? Strictly smaller (larger), or a NaN against a number.
 template <typename acc_t, bool kMax>
-__device__ __forceinline__ bool better(acc_t x, acc_t than) {
-  if constexpr (kMax) return x > than;
-  else return x < than;
+__device__ __forceinline__ bool beats(acc_t x, acc_t than) {
+  if constexpr (kMax) {
+    if (x > than) return true;
+  } else {
+    if (x < than) return true;
+  }
+  return at::_isnan(x) && !at::_isnan(than);
 }
 
-// Pass 1 of min/max: the value. NaN never takes part here (see the top of the file); `first`
-// (fresh float outputs only) receives each group's first position.
+// Is x its group's result? Equal to it, NaN counting as equal to NaN.
+template <typename acc_t>
+__device__ __forceinline__ bool same(acc_t x, acc_t result) {
+  return x == result || (at::_isnan(x) && at::_isnan(result));
+}
+
+// Pass 1 of min/max: the value (a NaN propagates through the atomics).
 template <typename scalar_t, typename acc_t, bool kMax>
 __global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                       Geometry g, acc_t* acc, int64_t* first, int64_t* bad) {
+                                       Geometry g, acc_t* acc, int64_t* bad) {
   WB_GRID_STRIDE_LOOP(e, g.src_numel()) {
     int64_t j;
     const int64_t t = target(index, g, e, j, bad);
     if (t < 0) continue;
-    if (first != nullptr) atomicMin(reinterpret_cast<long long*>(first + t), static_cast<long long>(j));
     const acc_t x = static_cast<acc_t>(src[e]);
-    if (at::_isnan(x)) continue;
     if constexpr (kMax) gpuAtomicMax(acc + t, x);
     else gpuAtomicMin(acc + t, x);
   }
@@ -158,28 +167,16 @@ __global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64
     const int64_t t = target(index, g, e, j, nullptr);
     if (t < 0) continue;
     const acc_t x = static_cast<acc_t>(src[e]);
-    if (x == acc[t] && (initial == nullptr || better<acc_t, kMax>(x, initial[t]))) {
+    if (same(x, acc[t]) && (initial == nullptr || beats<acc_t, kMax>(x, initial[t]))) {
       atomicMin(reinterpret_cast<long long*>(arg + t), static_cast<long long>(j));
     }
   }
 }
 
-// Finish min/max without out=: a group whose first element is NaN takes NaN (and that position);
-// a group nothing landed in takes 0.
-template <typename scalar_t, typename acc_t>
-__global__ void extreme_finish_kernel(const scalar_t* __restrict__ src, Geometry g, acc_t* acc,
-                                      const int64_t* __restrict__ first, int64_t* arg) {
+// Finish min/max without out=: a group nothing landed in takes 0.
+template <typename acc_t>
+__global__ void extreme_finish_kernel(Geometry g, acc_t* acc, const int64_t* __restrict__ arg) {
   WB_GRID_STRIDE_LOOP(p, g.out_numel()) {
-    if (first != nullptr && first[p] != g.n) {
-      const int64_t i = p % g.inner;
-      const int64_t o = p / (g.inner * g.m);
-      const acc_t x = static_cast<acc_t>(src[(o * g.n + first[p]) * g.inner + i]);
-      if (at::_isnan(x)) {
-        acc[p] = x;
-        arg[p] = first[p];
-        continue;
-      }
-    }
     if (arg[p] == g.n) acc[p] = acc_t(0);
   }
 }
@@ -220,21 +217,19 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   } else {
     constexpr bool kMax = R == Reduce::Max;
     int64_t* arg = outs.arg.mutable_data_ptr<int64_t>();
-    Tensor initial, first;
+    Tensor initial;
     if (outs.fresh) {
       acc.fill_(identity<acc_t, kMax>());
-      if constexpr (std::numeric_limits<acc_t>::has_quiet_NaN) first = at::full(outs.arg.sizes(), g.n, outs.arg.options());
     } else {
       initial = acc.clone();
     }
-    int64_t* first_ptr = first.defined() ? first.mutable_data_ptr<int64_t>() : nullptr;
-    scatter_extreme_kernel<scalar_t, acc_t, kMax><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, first_ptr, bad);
+    scatter_extreme_kernel<scalar_t, acc_t, kMax><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, bad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const acc_t* initial_ptr = initial.defined() ? initial.const_data_ptr<acc_t>() : nullptr;
     scatter_arg_kernel<scalar_t, acc_t, kMax><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, initial_ptr, arg);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if (outs.fresh) {
-      extreme_finish_kernel<scalar_t, acc_t><<<out_blocks, kThreads, 0, stream>>>(src, g, a, first_ptr, arg);
+      extreme_finish_kernel<acc_t><<<out_blocks, kThreads, 0, stream>>>(g, a, arg);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   }
