@@ -37,10 +37,27 @@ from . import CSRC_DIR, build
 
 EXTENSION_NAME = "wb_lltm"  # also the TORCH_LIBRARY namespace: torch.ops.wb_lltm.*
 CPP_SOURCES = ["csrc/lltm/lltm.cpp", "csrc/lltm/cpu/lltm_cpu.cpp"]
-# -O2: the backward's elementwise loop in cpu/lltm_cpu.cpp is our code, not a call into the
-# optimised ATen library, and load() passes no -O flag of its own (gcc then does not optimise).
-# The cost is a second or so on a cold build.
-EXTRA_CFLAGS = ["-O2"]
+
+
+def cpu_flags() -> list[str]:
+    """Compiler flags for csrc/lltm/cpu/lltm_cpu.cpp on this machine.
+
+    -O2: the elementwise loops in cpu/lltm_cpu.cpp are our code, not calls into the optimised ATen
+    library, and load() passes no -O flag of its own (gcc then does not optimise).
+    The loops use at::vec::Vectorized, which emits SIMD instructions only when a CPU_CAPABILITY_*
+    macro says which, and the compiler is allowed to use them. The flags follow the instruction set
+    ATen itself uses here (torch.backends.cpu.get_cpu_capability(); AVX512 machines get the 256-bit
+    AVX2 code, which they run too). On ARM (aarch64) the header picks NEON by itself; on an x86
+    machine without AVX2 the loops compile to scalar code: correct, but slower than ATen's separate
+    kernels. The extension is built on the machine that runs it, so these flags never name
+    instructions it lacks.
+    """
+    if torch.backends.cpu.get_cpu_capability() in ("AVX2", "AVX512"):
+        return ["-O2", "-mavx2", "-mfma", "-mf16c", "-DCPU_CAPABILITY=AVX2", "-DCPU_CAPABILITY_AVX2"]
+    return ["-O2"]
+
+
+EXTRA_CFLAGS = cpu_flags()
 
 _extension = None
 

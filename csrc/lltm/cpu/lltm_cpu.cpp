@@ -11,32 +11,36 @@
 //   new_cell     = old_cell + candidate * input_gate
 //   new_h        = tanh(new_cell) * output_gate
 //
-// Two matrix products carry most of the arithmetic; ATen's BLAS does them. The rest is elementwise:
-// - forward: the activations are transcendental (exp, tanh); ATen's implementations of them are
-//   vectorized (SIMD) and beat a scalar loop of std::exp calls by far, so the forward is a short
-//   sequence of ATen calls. Made from C++, each call skips the Python interpreter.
-// - backward: given tanh(new_cell) (one vectorized ATen call), the gradients of all three gates
-//   and of old_cell are plain arithmetic on values the forward saved. One loop over the elements
-//   computes them all (a fused kernel), where autograd on the Python version runs a dozen separate
-//   kernels, each allocating a temporary and walking memory again.
+// Two matrix products carry most of the arithmetic; ATen's BLAS does them (one forward, two
+// backward). The rest is elementwise, and each direction does it in one loop over the elements
+// (a fused kernel), where autograd on the Python version runs a separate kernel per operation,
+// each allocating a temporary and walking memory again:
+// - forward: sigmoid, elu, tanh and the cell update, after the one addmm that makes gate_weights;
+// - backward: tanh(new_cell) and the gradients of the three gates and of old_cell.
+// The activations are transcendental (exp, tanh). A plain loop of std::exp calls is scalar and
+// would be several times slower than ATen's vectorized kernels, so the loops use ATen's SIMD
+// vector type, at::vec::Vectorized, whose exp and tanh are those ATen's own kernels use.
+// Vectorized uses SIMD instructions only when CPU_CAPABILITY_AVX2 (or another capability) is
+// defined and the compiler may emit those instructions; workbook/lltm.py passes the flags for
+// what this machine's ATen uses (torch.backends.cpu.get_cpu_capability()). Without them the same
+// code compiles to scalar loops: still correct, just slower.
 //
-// Headers: the Tensor class plus one header per ATen function used, not <torch/extension.h>;
-// this file compiles in a few seconds instead of half a minute (chapter 02 measures it).
+// Headers: the Tensor class plus one header per ATen function used, and the vector type, not
+// <torch/extension.h>; this file compiles in a few seconds instead of half a minute (chapter 02
+// measures it).
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/cpu/vec/vec.h>
 #include <ATen/ops/addmm.h>
 #include <ATen/ops/cat.h>
-#include <ATen/ops/elu.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/mm.h>
-#include <ATen/ops/mul.h>
-#include <ATen/ops/sigmoid.h>
-#include <ATen/ops/tanh.h>
 #include <torch/library.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "../lltm_checks.h"
@@ -47,56 +51,167 @@ namespace {
 // One parallel chunk should hold enough elements to pay for waking a thread.
 constexpr int64_t kGrainSize = 16384;
 
+// The loops below compute in at::opmath_type<scalar_t> (float for float16 and bfloat16, else
+// scalar_t itself), on at::vec::Vectorized<opmath_t>: Vec::size() values in one SIMD register,
+// with +, *, / and the transcendental functions exp, expm1 and tanh that ATen's own kernels use.
+// These two helpers move up to Vec::size() elements (fewer at the end of a row) between memory of
+// scalar_t and such a vector.
+template <typename scalar_t>
+inline at::vec::Vectorized<at::opmath_type<scalar_t>> load(const scalar_t* data, int64_t count) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  using Vec = at::vec::Vectorized<opmath_t>;
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    return Vec::loadu(data, count);
+  } else {  // float16/bfloat16: widen to float one element at a time
+    opmath_t buffer[Vec::size()];
+    for (int64_t k = 0; k < count; ++k) buffer[k] = static_cast<opmath_t>(data[k]);
+    return Vec::loadu(buffer, count);
+  }
+}
+
+template <typename scalar_t>
+inline void store(const at::vec::Vectorized<at::opmath_type<scalar_t>>& values, scalar_t* data,
+                  int64_t count) {
+  using opmath_t = at::opmath_type<scalar_t>;
+  if constexpr (std::is_same_v<scalar_t, opmath_t>) {
+    values.store(data, count);
+  } else {  // round back to float16/bfloat16
+    opmath_t buffer[at::vec::Vectorized<opmath_t>::size()];
+    values.store(buffer);
+    for (int64_t k = 0; k < count; ++k) data[k] = static_cast<scalar_t>(buffer[k]);
+  }
+}
+
+// e^x - 1, accurate near x = 0 too (as F.elu is). Vectorized has expm1(), but on x86 Sleef's
+// float expm1 behind it costs about ten times its exp. So for float: exp(x) - 1, which is as exact
+// as exp(x) except near 0, where the subtraction cancels digits; for |x| < 1/4 the Taylor series
+// up to x^7 instead (the next term is below 2e-9 of the result). double keeps expm1().
+template <typename opmath_t>
+inline at::vec::Vectorized<opmath_t> expm1(const at::vec::Vectorized<opmath_t>& x) {
+  using Vec = at::vec::Vectorized<opmath_t>;
+  if constexpr (std::is_same_v<opmath_t, float>) {
+    const Vec series =
+        x * (Vec(1.f) + x * (Vec(1.f / 2) + x * (Vec(1.f / 6) + x * (Vec(1.f / 24) + x * (Vec(1.f / 120) +
+        x * (Vec(1.f / 720) + x * Vec(1.f / 5040)))))));
+    return Vec::blendv(x.exp() - Vec(1.f), series, x.abs() < Vec(0.25f));  // blendv(a, b, mask): b where mask
+  } else {
+    return x.expm1();
+  }
+}
+
+// tanh(x) = (e^2x - 1) / (e^2x + 1), from the expm1 above: Vectorized's tanh() is exact too, but on
+// x86 it costs several exps. Above x = 20, tanh(x) is 1 in float and double alike, and the clamp
+// keeps e^2x finite (inf / inf would be NaN); minimum() passes NaN through.
+template <typename opmath_t>
+inline at::vec::Vectorized<opmath_t> tanh(const at::vec::Vectorized<opmath_t>& x) {
+  using Vec = at::vec::Vectorized<opmath_t>;
+  const Vec e = expm1(at::vec::minimum(x, Vec(20)) * Vec(2));
+  return e / (e + Vec(2));
+}
+
+// Splits rows [0, batch_size) of (batch_size, state_size) work into chunks for PyTorch's threads.
+template <typename Function>
+void for_each_row_chunk(int64_t batch_size, int64_t state_size, const Function& function) {
+  const int64_t rows_per_chunk = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, state_size));
+  at::parallel_for(0, batch_size, rows_per_chunk, function);
+}
+
+// Everything of the forward after the matrix product, in one pass over gate_weights
+// (batch, 3 * state_size) and old_cell: each vector of columns is read once, its five results are
+// written once, and no temporary tensor is made.
+template <typename scalar_t>
+void lltm_forward_elementwise(const at::Tensor& gate_weights, const at::Tensor& old_cell,
+                              at::Tensor& new_h, at::Tensor& new_cell, at::Tensor& input_gate,
+                              at::Tensor& output_gate, at::Tensor& candidate_cell) {
+  using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
+  // The loop reads raw memory in row-major order: every tensor must be laid out that way.
+  for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{
+           &gate_weights, &old_cell, &new_h, &new_cell, &input_gate, &output_gate, &candidate_cell}) {
+    TORCH_INTERNAL_ASSERT(tensor->is_contiguous());
+  }
+  const int64_t state_size = old_cell.size(1);
+  const scalar_t* gates = gate_weights.const_data_ptr<scalar_t>();
+  const scalar_t* c_old = old_cell.const_data_ptr<scalar_t>();
+  scalar_t* h_new = new_h.mutable_data_ptr<scalar_t>();
+  scalar_t* c_new = new_cell.mutable_data_ptr<scalar_t>();
+  scalar_t* i_gate = input_gate.mutable_data_ptr<scalar_t>();
+  scalar_t* o_gate = output_gate.mutable_data_ptr<scalar_t>();
+  scalar_t* z_cand = candidate_cell.mutable_data_ptr<scalar_t>();
+  for_each_row_chunk(old_cell.size(0), state_size, [&](int64_t row_begin, int64_t row_end) {
+    const Vec one(1);
+    const Vec zero(0);
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
+      const scalar_t* pre_input = gates + row * 3 * state_size;  // this row of gate_weights: [i | o | z]
+      const scalar_t* pre_output = pre_input + state_size;
+      const scalar_t* pre_candidate = pre_input + 2 * state_size;
+      for (int64_t j = 0; j < state_size; j += Vec::size()) {
+        const int64_t n = std::min<int64_t>(Vec::size(), state_size - j);  // fewer at the row's end
+        // sigmoid(x) = 1 / (1 + exp(-x)); elu(x) = x for x > 0, exp(x) - 1 otherwise.
+        const Vec i = one / (one + load(pre_input + j, n).neg().exp());
+        const Vec o = one / (one + load(pre_output + j, n).neg().exp());
+        const Vec pre = load(pre_candidate + j, n);
+        const Vec z = Vec::blendv(expm1(pre), pre, pre > zero);
+        const Vec c = load(c_old + r + j, n) + z * i;
+        store(tanh(c) * o, h_new + r + j, n);
+        store(c, c_new + r + j, n);
+        store(i, i_gate + r + j, n);
+        store(o, o_gate + r + j, n);
+        store(z, z_cand + r + j, n);
+      }
+    }
+  });
+}
+
 // d_gates holds the gradient with respect to gate_weights (batch, 3 * state_size), laid out like it.
 template <typename scalar_t>
 void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                               const at::Tensor& tanh_new_cell, const at::Tensor& input_gate,
+                               const at::Tensor& new_cell, const at::Tensor& input_gate,
                                const at::Tensor& output_gate, const at::Tensor& candidate_cell,
                                const at::Tensor& gate_weights, at::Tensor& d_gates,
                                at::Tensor& d_old_cell) {
-  using opmath_t = at::opmath_type<scalar_t>;
+  using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
   // The loop reads raw memory in row-major order: every tensor must be laid out that way.
   for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{
-           &grad_h, &grad_cell, &tanh_new_cell, &input_gate, &output_gate,
-           &candidate_cell, &gate_weights, &d_gates, &d_old_cell}) {
+           &grad_h, &grad_cell, &new_cell, &input_gate, &output_gate, &candidate_cell,
+           &gate_weights, &d_gates, &d_old_cell}) {
     TORCH_INTERNAL_ASSERT(tensor->is_contiguous());
   }
   const int64_t state_size = grad_h.size(1);
   const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
   const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
-  const scalar_t* tanh_c_new = tanh_new_cell.const_data_ptr<scalar_t>();
+  const scalar_t* c_new = new_cell.const_data_ptr<scalar_t>();
   const scalar_t* i_gate = input_gate.const_data_ptr<scalar_t>();
   const scalar_t* o_gate = output_gate.const_data_ptr<scalar_t>();
   const scalar_t* z_cand = candidate_cell.const_data_ptr<scalar_t>();
   const scalar_t* gates = gate_weights.const_data_ptr<scalar_t>();
   scalar_t* d_g = d_gates.mutable_data_ptr<scalar_t>();
   scalar_t* d_c_old = d_old_cell.mutable_data_ptr<scalar_t>();
-  const int64_t batch_size = grad_h.size(0);
-  // Parallel over rows (each chunk a range of rows); within a row, a plain loop over the columns
-  // that the compiler can turn into SIMD instructions.
-  const int64_t rows_per_chunk = std::max<int64_t>(1, kGrainSize / std::max<int64_t>(1, state_size));
-  at::parallel_for(0, batch_size, rows_per_chunk, [&](int64_t row_begin, int64_t row_end) {
+  for_each_row_chunk(grad_h.size(0), state_size, [&](int64_t row_begin, int64_t row_end) {
+    const Vec one(1);
+    const Vec zero(0);
     for (int64_t row = row_begin; row < row_end; ++row) {
       const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
       const scalar_t* pre_candidate = gates + row * 3 * state_size + 2 * state_size;
       scalar_t* d_input_gate = d_g + row * 3 * state_size;  // this row of d_gates: [d_i | d_o | d_z]
       scalar_t* d_output_gate = d_input_gate + state_size;
       scalar_t* d_candidate = d_input_gate + 2 * state_size;
-      for (int64_t j = 0; j < state_size; ++j) {
-        const opmath_t i = i_gate[r + j];
-        const opmath_t o = o_gate[r + j];
-        const opmath_t z = z_cand[r + j];
-        const opmath_t t = tanh_c_new[r + j];
-        const opmath_t g_h = gh[r + j];
+      for (int64_t j = 0; j < state_size; j += Vec::size()) {
+        const int64_t n = std::min<int64_t>(Vec::size(), state_size - j);  // fewer at the row's end
+        const Vec i = load(i_gate + r + j, n);
+        const Vec o = load(o_gate + r + j, n);
+        const Vec z = load(z_cand + r + j, n);
+        const Vec t = tanh(load(c_new + r + j, n));
+        const Vec g_h = load(gh + r + j, n);
         // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
-        const opmath_t d_c = opmath_t(gc[r + j]) + g_h * o * (opmath_t(1) - t * t);
+        const Vec d_c = load(gc + r + j, n) + g_h * o * (one - t * t);
         // sigmoid' = s * (1 - s), written with the saved gate value s.
-        d_input_gate[j] = d_c * z * i * (opmath_t(1) - i);
-        d_output_gate[j] = g_h * t * o * (opmath_t(1) - o);
+        store(d_c * z * i * (one - i), d_input_gate + j, n);
+        store(g_h * t * o * (one - o), d_output_gate + j, n);
         // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise.
-        const opmath_t elu_slope = opmath_t(pre_candidate[j]) > opmath_t(0) ? opmath_t(1) : z + opmath_t(1);
-        d_candidate[j] = d_c * i * elu_slope;
-        d_c_old[r + j] = d_c;  // new_cell = old_cell + ...: its gradient passes through unchanged
+        const Vec elu_slope = Vec::blendv(z + one, one, load(pre_candidate + j, n) > zero);
+        store(d_c * i * elu_slope, d_candidate + j, n);
+        store(d_c, d_c_old + r + j, n);  // new_cell = old_cell + ...: its gradient passes through unchanged
       }
     }
   });
@@ -112,17 +227,17 @@ std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tens
   at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
   // addmm returns a fresh contiguous (batch, 3 * state_size) tensor: bias + X @ weights.T
   at::Tensor gate_weights = at::addmm(bias, X, weights.t());
-  TORCH_INTERNAL_ASSERT(gate_weights.is_contiguous());
-  // The activations are transcendental functions (exp, tanh); ATen's versions are vectorized
-  // (SIMD), which beats a scalar loop of std::exp calls by far, so the forward calls them.
-  at::Tensor input_gate = at::sigmoid(gate_weights.narrow(1, 0, state_size));
-  at::Tensor output_gate = at::sigmoid(gate_weights.narrow(1, state_size, state_size));
-  at::Tensor candidate_cell = at::elu(gate_weights.narrow(1, 2 * state_size, state_size));
-  // new_cell = old_cell + candidate * input_gate. Written as (candidate * input_gate) += old_cell so
-  // that new_cell is contiguous like the gates: addcmul(old_cell, ...) would copy old_cell's
-  // memory layout, which may be column-major.
-  at::Tensor new_cell = at::mul(candidate_cell, input_gate).add_(old_cell);
-  at::Tensor new_h = at::tanh(new_cell).mul_(output_gate);  // in place on a fresh temporary
+  const at::TensorOptions options = gate_weights.options();
+  at::Tensor new_h = at::empty({batch_size, state_size}, options);
+  at::Tensor new_cell = at::empty({batch_size, state_size}, options);
+  at::Tensor input_gate = at::empty({batch_size, state_size}, options);
+  at::Tensor output_gate = at::empty({batch_size, state_size}, options);
+  at::Tensor candidate_cell = at::empty({batch_size, state_size}, options);
+  const at::Tensor old_cell_c = old_cell.contiguous();  // a copy only if old_cell is not row-major
+  AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cpu", [&] {
+    lltm_forward_elementwise<scalar_t>(gate_weights, old_cell_c, new_h, new_cell, input_gate,
+                                       output_gate, candidate_cell);
+  });
   return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
 }
 
@@ -141,9 +256,7 @@ std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Te
   // with stride 0), and the loop below reads raw memory in row-major order.
   const at::Tensor grad_h_c = grad_h.contiguous();
   const at::Tensor grad_cell_c = grad_cell.contiguous();
-  // at::tanh is vectorized, so the loop needs no exp/tanh of its own. Its result has the memory
-  // layout of its input, hence contiguous() before, not after.
-  const at::Tensor tanh_new_cell = at::tanh(new_cell.contiguous());
+  const at::Tensor new_cell_c = new_cell.contiguous();
   const at::Tensor input_gate_c = input_gate.contiguous();
   const at::Tensor output_gate_c = output_gate.contiguous();
   const at::Tensor candidate_cell_c = candidate_cell.contiguous();
@@ -152,7 +265,7 @@ std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Te
   at::Tensor d_gates = at::empty({batch_size, 3 * state_size}, grad_h.options());
   at::Tensor d_old_cell = at::empty({batch_size, state_size}, grad_h.options());
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_h.scalar_type(), "lltm_backward_cpu", [&] {
-    lltm_backward_elementwise<scalar_t>(grad_h_c, grad_cell_c, tanh_new_cell, input_gate_c,
+    lltm_backward_elementwise<scalar_t>(grad_h_c, grad_cell_c, new_cell_c, input_gate_c,
                                         output_gate_c, candidate_cell_c, gate_weights_c, d_gates,
                                         d_old_cell);
   });
