@@ -33,10 +33,6 @@
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/cpu/vec/vec.h>
-#include <ATen/ops/addmm.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/mm.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -44,6 +40,7 @@
 #include <vector>
 
 #include "../lltm_checks.h"
+#include "../lltm_glue.h"
 
 namespace wb_lltm {
 namespace {
@@ -223,22 +220,12 @@ std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tens
   const auto [batch_size, state_size, input_features] =
       check_forward_arguments(input, weights, bias, old_h, old_cell);
   (void)input_features;
-
-  at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
-  // addmm returns a fresh contiguous (batch, 3 * state_size) tensor: bias + X @ weights.T
-  at::Tensor gate_weights = at::addmm(bias, X, weights.t());
-  const at::TensorOptions options = gate_weights.options();
-  at::Tensor new_h = at::empty({batch_size, state_size}, options);
-  at::Tensor new_cell = at::empty({batch_size, state_size}, options);
-  at::Tensor input_gate = at::empty({batch_size, state_size}, options);
-  at::Tensor output_gate = at::empty({batch_size, state_size}, options);
-  at::Tensor candidate_cell = at::empty({batch_size, state_size}, options);
-  const at::Tensor old_cell_c = old_cell.contiguous();  // a copy only if old_cell is not row-major
+  ForwardTensors t = prepare_forward(input, weights, bias, old_h, old_cell, batch_size, state_size);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cpu", [&] {
-    lltm_forward_elementwise<scalar_t>(gate_weights, old_cell_c, new_h, new_cell, input_gate,
-                                       output_gate, candidate_cell);
+    lltm_forward_elementwise<scalar_t>(t.gate_weights, t.old_cell, t.new_h, t.new_cell, t.input_gate,
+                                       t.output_gate, t.candidate_cell);
   });
-  return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
+  return t.outputs();
 }
 
 std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
@@ -251,32 +238,13 @@ std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Te
       check_backward_arguments(grad_h, grad_cell, new_cell, input_gate, output_gate,
                                candidate_cell, X, gate_weights, weights);
   (void)input_features;
-
-  // Incoming gradients are often not contiguous (the gradient of .sum() is an expanded tensor
-  // with stride 0), and the loop below reads raw memory in row-major order.
-  const at::Tensor grad_h_c = grad_h.contiguous();
-  const at::Tensor grad_cell_c = grad_cell.contiguous();
-  const at::Tensor new_cell_c = new_cell.contiguous();
-  const at::Tensor input_gate_c = input_gate.contiguous();
-  const at::Tensor output_gate_c = output_gate.contiguous();
-  const at::Tensor candidate_cell_c = candidate_cell.contiguous();
-  const at::Tensor gate_weights_c = gate_weights.contiguous();
-
-  at::Tensor d_gates = at::empty({batch_size, 3 * state_size}, grad_h.options());
-  at::Tensor d_old_cell = at::empty({batch_size, state_size}, grad_h.options());
+  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
+                                       gate_weights, batch_size, state_size);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_h.scalar_type(), "lltm_backward_cpu", [&] {
-    lltm_backward_elementwise<scalar_t>(grad_h_c, grad_cell_c, new_cell_c, input_gate_c,
-                                        output_gate_c, candidate_cell_c, gate_weights_c, d_gates,
-                                        d_old_cell);
+    lltm_backward_elementwise<scalar_t>(t.grad_h, t.grad_cell, t.new_cell, t.input_gate, t.output_gate,
+                                        t.candidate_cell, t.gate_weights, t.d_gates, t.d_old_cell);
   });
-
-  // gate_weights = X @ weights.T + bias, so:
-  at::Tensor d_weights = at::mm(d_gates.t(), X);   // (3S, S + I)
-  at::Tensor d_bias = d_gates.sum(/*dim=*/0);       // (3S)
-  at::Tensor d_X = at::mm(d_gates, weights);       // (batch, S + I); X = [old_h, input]
-  at::Tensor d_old_h = d_X.narrow(1, 0, state_size);
-  at::Tensor d_input = d_X.narrow(1, state_size, X.size(1) - state_size);
-  return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
+  return finish_backward(t, X, weights, state_size);
 }
 
 }  // namespace

@@ -20,10 +20,6 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
-#include <ATen/ops/addmm.h>
-#include <ATen/ops/cat.h>
-#include <ATen/ops/empty.h>
-#include <ATen/ops/mm.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -33,6 +29,7 @@
 #include <vector>
 
 #include "../lltm_checks.h"
+#include "../lltm_glue.h"
 
 namespace wb_lltm {
 namespace {
@@ -115,31 +112,21 @@ std::vector<at::Tensor> lltm_forward_cuda(const at::Tensor& input, const at::Ten
   (void)input_features;
   const c10::cuda::CUDAGuard device_guard(input.device());
 
-  at::Tensor X = at::cat({old_h, input}, /*dim=*/1);
-  at::Tensor gate_weights = at::addmm(bias, X, weights.t());  // contiguous (batch, 3 * state_size)
-  TORCH_INTERNAL_ASSERT(gate_weights.is_contiguous());
-  const at::Tensor old_cell_c = old_cell.contiguous();
-
-  const auto options = input.options();
-  at::Tensor new_h = at::empty({batch_size, state_size}, options);
-  at::Tensor new_cell = at::empty({batch_size, state_size}, options);
-  at::Tensor input_gate = at::empty({batch_size, state_size}, options);
-  at::Tensor output_gate = at::empty({batch_size, state_size}, options);
-  at::Tensor candidate_cell = at::empty({batch_size, state_size}, options);
+  ForwardTensors t = prepare_forward(input, weights, bias, old_h, old_cell, batch_size, state_size);
 
   const int64_t elements = batch_size * state_size;
   if (elements > 0) {  // a launch with zero blocks is an error, not a no-op
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cuda", [&] {
       lltm_forward_kernel<scalar_t><<<blocks_for(elements), kThreadsPerBlock, 0, stream>>>(
-          gate_weights.const_data_ptr<scalar_t>(), old_cell_c.const_data_ptr<scalar_t>(),
-          new_h.mutable_data_ptr<scalar_t>(), new_cell.mutable_data_ptr<scalar_t>(),
-          input_gate.mutable_data_ptr<scalar_t>(), output_gate.mutable_data_ptr<scalar_t>(),
-          candidate_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
+          t.gate_weights.const_data_ptr<scalar_t>(), t.old_cell.const_data_ptr<scalar_t>(),
+          t.new_h.mutable_data_ptr<scalar_t>(), t.new_cell.mutable_data_ptr<scalar_t>(),
+          t.input_gate.mutable_data_ptr<scalar_t>(), t.output_gate.mutable_data_ptr<scalar_t>(),
+          t.candidate_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
-  return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
+  return t.outputs();
 }
 
 std::vector<at::Tensor> lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
@@ -155,39 +142,23 @@ std::vector<at::Tensor> lltm_backward_cuda(const at::Tensor& grad_h, const at::T
   (void)input_features;
   const c10::cuda::CUDAGuard device_guard(grad_h.device());
 
-  // Incoming gradients are often not contiguous (the gradient of .sum() is an expanded tensor with
-  // stride 0), and the kernel reads raw memory in row-major order.
-  const at::Tensor grad_h_c = grad_h.contiguous();
-  const at::Tensor grad_cell_c = grad_cell.contiguous();
-  const at::Tensor new_cell_c = new_cell.contiguous();
-  const at::Tensor input_gate_c = input_gate.contiguous();
-  const at::Tensor output_gate_c = output_gate.contiguous();
-  const at::Tensor candidate_cell_c = candidate_cell.contiguous();
-  const at::Tensor gate_weights_c = gate_weights.contiguous();
-
-  at::Tensor d_gates = at::empty({batch_size, 3 * state_size}, grad_h.options());
-  at::Tensor d_old_cell = at::empty({batch_size, state_size}, grad_h.options());
+  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
+                                       gate_weights, batch_size, state_size);
   const int64_t elements = batch_size * state_size;
   if (elements > 0) {
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_h.scalar_type(), "lltm_backward_cuda", [&] {
       lltm_backward_kernel<scalar_t><<<blocks_for(elements), kThreadsPerBlock, 0, stream>>>(
-          grad_h_c.const_data_ptr<scalar_t>(), grad_cell_c.const_data_ptr<scalar_t>(),
-          new_cell_c.const_data_ptr<scalar_t>(), input_gate_c.const_data_ptr<scalar_t>(),
-          output_gate_c.const_data_ptr<scalar_t>(), candidate_cell_c.const_data_ptr<scalar_t>(),
-          gate_weights_c.const_data_ptr<scalar_t>(), d_gates.mutable_data_ptr<scalar_t>(),
-          d_old_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
+          t.grad_h.const_data_ptr<scalar_t>(), t.grad_cell.const_data_ptr<scalar_t>(),
+          t.new_cell.const_data_ptr<scalar_t>(), t.input_gate.const_data_ptr<scalar_t>(),
+          t.output_gate.const_data_ptr<scalar_t>(), t.candidate_cell.const_data_ptr<scalar_t>(),
+          t.gate_weights.const_data_ptr<scalar_t>(), t.d_gates.mutable_data_ptr<scalar_t>(),
+          t.d_old_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
 
-  // gate_weights = X @ weights.T + bias, so (cuBLAS, on the current stream, via ATen):
-  at::Tensor d_weights = at::mm(d_gates.t(), X);  // (3S, S + I)
-  at::Tensor d_bias = d_gates.sum(/*dim=*/0);      // (3S)
-  at::Tensor d_X = at::mm(d_gates, weights);      // (batch, S + I); X = [old_h, input]
-  at::Tensor d_old_h = d_X.narrow(1, 0, state_size);
-  at::Tensor d_input = d_X.narrow(1, state_size, X.size(1) - state_size);
-  return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
+  return finish_backward(t, X, weights, state_size);  // cuBLAS, on the current stream, via ATen
 }
 
 }  // namespace

@@ -1,0 +1,76 @@
+// The device-independent half of both LLTM backends (cpu/lltm_cpu.cpp, cuda/lltm_cuda.cu): the
+// matrix products before and after the elementwise kernels, and the tensors those kernels read and
+// fill. ATen runs the products on the tensors' device (BLAS on the CPU, cuBLAS on the current CUDA
+// stream), so only the elementwise kernels differ between backends.
+#pragma once
+
+#include <ATen/core/Tensor.h>
+#include <ATen/ops/addmm.h>
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/mm.h>
+#include <ATen/ops/sum.h>
+
+#include <vector>
+
+namespace wb_lltm {
+
+// Forward: gate_weights = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
+struct ForwardTensors {
+  at::Tensor X, gate_weights, old_cell;  // inputs of the elementwise kernel, contiguous
+  at::Tensor new_h, new_cell, input_gate, output_gate, candidate_cell;  // its outputs, uninitialised
+
+  std::vector<at::Tensor> outputs() const {
+    return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
+  }
+};
+
+inline ForwardTensors prepare_forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                                      const at::Tensor& old_h, const at::Tensor& old_cell, int64_t batch_size,
+                                      int64_t state_size) {
+  ForwardTensors t;
+  t.X = at::cat({old_h, input}, /*dim=*/1);
+  t.gate_weights = at::addmm(bias, t.X, weights.t());  // a fresh contiguous (batch, 3 * state_size) tensor
+  TORCH_INTERNAL_ASSERT(t.gate_weights.is_contiguous());
+  t.old_cell = old_cell.contiguous();  // a copy only if old_cell is not row-major
+  const at::TensorOptions options = t.gate_weights.options();
+  for (at::Tensor* output : {&t.new_h, &t.new_cell, &t.input_gate, &t.output_gate, &t.candidate_cell}) {
+    *output = at::empty({batch_size, state_size}, options);
+  }
+  return t;
+}
+
+// Backward: the kernel reads the saved tensors and incoming gradients as row-major memory and
+// writes d_gates (the gradient of gate_weights) and d_old_cell; the products then finish the job.
+struct BackwardTensors {
+  at::Tensor grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, gate_weights;  // contiguous
+  at::Tensor d_gates, d_old_cell;  // uninitialised, filled by the kernel
+};
+
+inline BackwardTensors prepare_backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                                        const at::Tensor& new_cell, const at::Tensor& input_gate,
+                                        const at::Tensor& output_gate, const at::Tensor& candidate_cell,
+                                        const at::Tensor& gate_weights, int64_t batch_size, int64_t state_size) {
+  // Incoming gradients are often not contiguous: the gradient of .sum() is an expanded tensor with
+  // stride 0. contiguous() copies only what needs it.
+  BackwardTensors t{grad_h.contiguous(),      grad_cell.contiguous(),      new_cell.contiguous(),
+                    input_gate.contiguous(),  output_gate.contiguous(),    candidate_cell.contiguous(),
+                    gate_weights.contiguous(), {}, {}};
+  t.d_gates = at::empty({batch_size, 3 * state_size}, grad_h.options());
+  t.d_old_cell = at::empty({batch_size, state_size}, grad_h.options());
+  return t;
+}
+
+// gate_weights = X @ weights.T + bias, so the gradients of weights, bias and X = [old_h, input]
+// follow from d_gates by two matrix products and a sum.
+inline std::vector<at::Tensor> finish_backward(const BackwardTensors& t, const at::Tensor& X,
+                                               const at::Tensor& weights, int64_t state_size) {
+  at::Tensor d_weights = at::mm(t.d_gates.t(), X);  // (3S, S + I)
+  at::Tensor d_bias = t.d_gates.sum(/*dim=*/0);      // (3S)
+  at::Tensor d_X = at::mm(t.d_gates, weights);      // (batch, S + I)
+  at::Tensor d_old_h = d_X.narrow(1, 0, state_size);
+  at::Tensor d_input = d_X.narrow(1, state_size, X.size(1) - state_size);
+  return {d_old_h, d_input, d_weights, d_bias, t.d_old_cell};
+}
+
+}  // namespace wb_lltm
