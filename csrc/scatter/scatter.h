@@ -7,6 +7,7 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
+#include <c10/macros/Macros.h>
 #include <c10/util/Optional.h>
 
 #include <string>
@@ -34,5 +35,30 @@ ScatterOutputs prepare_scatter(const at::Tensor& src, const at::Tensor& index, i
                                const c10::optional<at::Tensor>& out, c10::optional<int64_t> dim_size,
                                Reduce reduce);
 
+// How every backend's loops see the tensors: src and index as [outer, n, inner] around `dim`, the
+// output as [outer, m, inner] with m = dim_size. Index strides may be 0 (a broadcast view).
+struct Geometry {
+  int64_t outer, n, inner, m;
+  int64_t is0, is1, is2;  // index strides
+  C10_HOST_DEVICE int64_t src_numel() const { return outer * n * inner; }
+  C10_HOST_DEVICE int64_t out_numel() const { return outer * m * inner; }
+};
+
+inline Geometry geometry_around(const at::Tensor& src, int64_t dim, int64_t dim_size) {
+  Geometry g{1, src.size(dim), 1, dim_size, 0, 0, 0};
+  for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
+  for (int64_t d = dim + 1; d < src.dim(); ++d) g.inner *= src.size(d);
+  return g;
+}
+
+// index as an [outer, n, inner] tensor (a view when its strides allow it, e.g. a broadcast 1-D
+// index; a copy otherwise), with its strides recorded in g.
+inline at::Tensor index_in_geometry(const at::Tensor& index, Geometry& g) {
+  at::Tensor index3 = index.reshape({g.outer, g.n, g.inner});
+  g.is0 = index3.stride(0);
+  g.is1 = index3.stride(1);
+  g.is2 = index3.stride(2);
+  return index3;
+}
 
 }  // namespace wb_scatter

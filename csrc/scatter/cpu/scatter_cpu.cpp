@@ -36,12 +36,6 @@ namespace {
 using at::Tensor;
 constexpr int64_t kGrain = 32768;  // elements per task below which threads do not pay off (ATen uses the same)
 
-// Shapes and strides of the [outer, n, inner] views (index strides may be 0: a broadcast view).
-struct Geometry {
-  int64_t outer, n, inner, m;
-  int64_t is0, is1, is2;  // index strides
-};
-
 template <typename acc_t, Reduce R>
 struct Reducer {
   static acc_t identity() {
@@ -277,23 +271,13 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cpu(const Tensor& src, const Te
   ScatterOutputs outs = prepare_scatter(src, index, dim, out, dim_size, r);
   TORCH_CHECK(src.device().is_cpu(), "src is on ", src.device(), "; this is the CPU kernel");
 
-  Geometry g;
-  g.n = src.size(dim);
-  g.m = outs.dim_size;
-  g.outer = 1;
-  for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
-  g.inner = 1;
-  for (int64_t d = dim + 1; d < src.dim(); ++d) g.inner *= src.size(d);
+  Geometry g = geometry_around(src, dim, outs.dim_size);
   if (src.numel() == 0 || outs.out.numel() == 0) {
     // Nothing to reduce: a fresh out is already zeros, a given out keeps its values.
     return {outs.out, outs.arg};
   }
   Tensor src_c = src.contiguous();
-  // A view when index's strides allow it (e.g. a broadcast 1-D index), a copy otherwise.
-  Tensor index3 = index.reshape({g.outer, g.n, g.inner});
-  g.is0 = index3.stride(0);
-  g.is1 = index3.stride(1);
-  g.is2 = index3.stride(2);
+  Tensor index3 = index_in_geometry(index, g);
 
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_kernel_cpu", [&] {
     switch (r) {

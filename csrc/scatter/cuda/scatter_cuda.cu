@@ -69,14 +69,6 @@ int blocks_for(int64_t elements) {
   return static_cast<int>(std::min<int64_t>((elements + kThreads - 1) / kThreads, kMaxBlocks));
 }
 
-// [outer, n, inner] view of src (contiguous), strides of the index view, m = dim_size.
-struct Geometry {
-  int64_t outer, n, inner, m;
-  int64_t is0, is1, is2;
-  __host__ __device__ int64_t src_numel() const { return outer * n * inner; }
-  __host__ __device__ int64_t out_numel() const { return outer * m * inner; }
-};
-
 // Where src element e = (o, j, i) goes; -1 when its index value is out of range (then recorded).
 __device__ __forceinline__ int64_t target(const int64_t* __restrict__ index, const Geometry& g, int64_t e,
                                           int64_t& j, int64_t* bad) {
@@ -247,23 +239,14 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cuda(const Tensor& src, const T
   ScatterOutputs outs = prepare_scatter(src, index, dim, out, dim_size, r);
   const c10::cuda::CUDAGuard device_guard(src.device());
 
-  Geometry g;
-  g.n = src.size(dim);
-  g.m = outs.dim_size;
-  g.outer = 1;
-  for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
-  g.inner = 1;
-  for (int64_t d = dim + 1; d < src.dim(); ++d) g.inner *= src.size(d);
+  Geometry g = geometry_around(src, dim, outs.dim_size);
   if (src.numel() == 0 || outs.out.numel() == 0) {
     // Nothing to reduce (and a zero-block launch would be an error): as on the CPU, a fresh out
     // is already zeros and a given out keeps its values.
     return {outs.out, outs.arg};
   }
   const Tensor src_c = src.contiguous();
-  const Tensor index3 = index.reshape({g.outer, g.n, g.inner});  // a view when strides allow it
-  g.is0 = index3.stride(0);
-  g.is1 = index3.stride(1);
-  g.is2 = index3.stride(2);
+  const Tensor index3 = index_in_geometry(index, g);
 
   // Out-of-range index values are possible only when the caller chose the output size.
   const bool check_index = out.has_value() || dim_size.has_value();
