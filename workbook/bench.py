@@ -163,11 +163,6 @@ def main() -> None:
           f"median of each, measured side by side\n")
     scatter_rows()
     print()
-    try:
-        from . import lltm  # noqa: F401
-    except ImportError as error:  # the LLTM chapter's module is not there
-        print(f"LLTM: skipped ({error})")
-        return
     lltm_rows()
 
 

@@ -110,6 +110,22 @@ def load_inline(name: str, cpp_sources, **kwargs):
         )
 
 
+@contextlib.contextmanager
+def exclusive(lock_file):
+    """Hold an OS-level lock on `lock_file` (a name under build/locks/, or a path) while the block runs.
+
+    Other processes of the workbook (a notebook kernel and a test run, say) wait for it; the OS
+    releases it when its holder dies, so a killed build never leaves it behind.
+    """
+    lock_file = Path(lock_file)
+    if not lock_file.is_absolute():
+        lock_file = _LOCKS_DIR / f"{lock_file}.flock"
+    lock_file.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock_file, "w") as guard:
+        fcntl.flock(guard, fcntl.LOCK_EX)
+        yield
+
+
 def _from_repo(path) -> Path:
     path = Path(path)
     return path if path.is_absolute() else REPO_ROOT / path
@@ -123,12 +139,10 @@ def _exclusive_build(name: str):
     process is killed; every later build then waits on it forever. The OS releases our `flock`
     when its holder dies, so once we hold it, a `lock` file left in the folder can only be stale.
     """
-    _ensure_ninja_on_path()
+    ensure_ninja_on_path()
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
-    _LOCKS_DIR.mkdir(parents=True, exist_ok=True)
-    with open(_LOCKS_DIR / f"{name}.flock", "w") as guard, _plain_compiler_messages():
-        fcntl.flock(guard, fcntl.LOCK_EX)
+    with exclusive(name), _plain_compiler_messages():
         stale = directory / "lock"
         if stale.exists():
             raise StaleBuildLock(
@@ -155,10 +169,12 @@ def _plain_compiler_messages():
             os.environ["LC_ALL"] = saved
 
 
-def _ensure_ninja_on_path() -> None:
-    """torch runs `ninja` from PATH; a kernel started outside the venv may not have the venv's bin on it."""
+def ensure_ninja_on_path() -> str | None:
+    """torch and CMake run `ninja` from PATH; a kernel started outside the venv may not have the venv's
+    bin (where pip's ninja lives) on it. Returns ninja's path, or None if there is none."""
     if shutil.which("ninja") is None:
         os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
+    return shutil.which("ninja")
 
 
 def _translate_build_failure(name: str, build, **kwargs):
@@ -187,12 +203,13 @@ def first_compiler_error(output: str, context_lines: int = 4) -> str:
                 if not _CONTEXT_LINE.match(follow):
                     break
                 excerpt.append(follow)
-            return "\n".join("    " + _strip_repo(text) for text in excerpt)
+            return "\n".join("    " + strip_repo(text) for text in excerpt)
     tail = [line for line in lines if line.strip()][-context_lines:]
-    return "\n".join("    " + _strip_repo(text) for text in tail)
+    return "\n".join("    " + strip_repo(text) for text in tail)
 
 
-def _strip_repo(text: str) -> str:
+def strip_repo(text: str) -> str:
+    """Text with the repository's absolute path removed, so paths read as repo-relative."""
     return text.replace(str(REPO_ROOT) + os.sep, "")
 
 

@@ -22,8 +22,6 @@ A failure is cached too, as long as neither the file, nor a header beside it or 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
+from .build import exclusive
 
 CACHE_DIR = BUILD_DIR / "cuda_check"
 STUB_INCLUDE_DIR = CSRC_DIR / "cuda_stub"
@@ -183,7 +182,7 @@ def compile_check(source, *, extra_flags=(), include_dirs=(), cache_dir=None, us
     )
     entry = Path(cache_dir or CACHE_DIR) / f"{path.stem}-{_digest(str(path).encode())[:12]}"
     entry.mkdir(parents=True, exist_ok=True)
-    with _locked(entry / "lock"):
+    with exclusive(entry / "lock"):
         record = _read_record(entry / "record.json")
         if use_cache and record and record["key"] == key and _dependencies_unchanged(record["dependencies"]):
             return CompileResult(shown, record["status"], record["first_error"], record["log"], 0.0, True)
@@ -300,14 +299,6 @@ def _write_record(path: Path, key: str, result: CompileResult, dependencies: dic
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record))
     temporary.replace(path)
-
-
-@contextlib.contextmanager
-def _locked(path: Path):
-    """One nvcc per cache entry at a time (a notebook and a test run may check the same file)."""
-    with open(path, "w") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        yield
 
 
 # --- command line ------------------------------------------------------------------------------

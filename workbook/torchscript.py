@@ -11,8 +11,6 @@ or build raises `workbook.build.BuildError` with the first error and keeps the f
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import shutil
@@ -21,7 +19,7 @@ import sys
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
-from .build import BuildError, first_compiler_error
+from .build import BuildError, ensure_ninja_on_path, exclusive, first_compiler_error, strip_repo
 
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 OPS_SOURCE_DIR = CSRC_DIR / "warp_perspective"
@@ -58,10 +56,10 @@ def cmake_build(project: str, source_dir, *, options: dict | None = None, target
     }
     if shutil.which("ccache"):
         options.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-    generator = ["-G", "Ninja"] if _ninja() else []
+    generator = ["-G", "Ninja"] if ensure_ninja_on_path() else []
     recorded = build_dir / "workbook_options.json"
     wanted = json.dumps({"source": str(source_dir.resolve()), "options": options}, sort_keys=True)
-    with _exclusive(project):
+    with exclusive(f"cmake-{project}"):
         if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
             if (build_dir / "CMakeCache.txt").exists() and _recorded_source(recorded) != str(source_dir.resolve()):
                 # CMake refuses to reuse a build folder for another source folder: start this one afresh.
@@ -137,8 +135,8 @@ def run_app(app, model, inputs, *, output=None, library=None, check=True) -> sub
     if library is not None:
         command.append(str(library))
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
-    result.stdout = _strip_repo(result.stdout)
-    result.stderr = _strip_repo(result.stderr)
+    result.stdout = strip_repo(result.stdout)
+    result.stderr = strip_repo(result.stderr)
     if check and result.returncode != 0:
         raise RuntimeError(f"{Path(app).name} failed (exit code {result.returncode}):\n{result.stderr.strip()}")
     return result
@@ -300,7 +298,7 @@ def setuptools_build_ops() -> Path:
         "--build-lib", str(SETUPTOOLS_BUILD_DIR / "lib"),
         "--build-temp", str(SETUPTOOLS_BUILD_DIR / "temp"),
     ]
-    with _exclusive("setuptools_warp_perspective"):
+    with exclusive("setuptools_warp_perspective"):
         _run_quietly("setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR,
                      log_dir=SETUPTOOLS_BUILD_DIR)
     (library,) = (SETUPTOOLS_BUILD_DIR / "lib").glob("workbook_warp_perspective*.so")
@@ -328,29 +326,9 @@ def check_in_fresh_process(library) -> str:
     return result.stdout.strip()
 
 
-def _ninja() -> str | None:
-    found = shutil.which("ninja")
-    if found is None:
-        candidate = Path(sys.executable).parent / "ninja"
-        found = str(candidate) if candidate.exists() else None
-    return found
-
-
-@contextlib.contextmanager
-def _exclusive(name: str):
-    """One build of a project at a time, across processes (a notebook and pytest, say)."""
-    locks = BUILD_DIR / "locks"
-    locks.mkdir(parents=True, exist_ok=True)
-    with open(locks / f"cmake-{name}.flock", "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        yield
-
-
 def _run_quietly(project: str, step: str, command: list[str], *, cwd=None, log_dir=None) -> None:
+    ensure_ninja_on_path()
     environment = dict(os.environ, LC_ALL="C")
-    ninja = _ninja()
-    if ninja:
-        environment["PATH"] = os.pathsep.join([str(Path(ninja).parent), environment.get("PATH", "")])
     result = subprocess.run(command, capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment)
     if result.returncode == 0:
         return
@@ -376,9 +354,5 @@ def _first_cmake_error(output: str, context_lines: int = 6) -> str:
                     break
                 if follow.strip():
                     excerpt.append(follow)
-            return "\n".join("    " + _strip_repo(text.rstrip()) for text in excerpt)
+            return "\n".join("    " + strip_repo(text.rstrip()) for text in excerpt)
     return ""
-
-
-def _strip_repo(text: str) -> str:
-    return text.replace(str(REPO_ROOT) + os.sep, "")
