@@ -52,8 +52,8 @@ def test_large_pre_activations_take_both_branches_of_elu(ext):
     incoming = (torch.ones(4, 5, dtype=torch.float64), torch.ones(4, 5, dtype=torch.float64))
     expected = _forward_and_gradients(lltm.lltm_python, args, incoming)
     actual = _forward_and_gradients(lltm.lltm_cpp, args, incoming)
-    gate_weights = ext.forward(*[t.detach() for t in args])[6]
-    assert (gate_weights > 0).any() and (gate_weights < 0).any()
+    candidate = ext.forward(*[t.detach() for t in args])[2][:, 10:]  # gates: [input | output | candidate]
+    assert (candidate > 0).any() and (candidate < 0).any()  # elu(x) has the sign of x
     for a, e in zip(actual[0] + actual[1], expected[0] + expected[1]):
         torch.testing.assert_close(a, e)
 
@@ -105,12 +105,21 @@ def test_pybind_and_torch_ops_agree(ext):
     args = lltm.make_inputs(5, 3, 4, seed=7)
     via_pybind = ext.forward(*args)
     via_ops = torch.ops.wb_lltm.lltm_forward(*args)
-    assert len(via_pybind) == 7
+    assert len(via_pybind) == 4
     for a, b in zip(via_pybind, via_ops):
         assert torch.equal(a, b)
     # keyword arguments carry the schema's names
     via_keywords = ext.forward(input=args[0], weights=args[1], bias=args[2], old_h=args[3], old_cell=args[4])
     assert torch.equal(via_keywords[0], via_pybind[0])
+
+
+def test_forward_returns_the_activated_gates_and_X(ext):
+    x, weights, bias, old_h, old_cell = lltm.make_inputs(5, 3, 4, dtype=torch.float64, seed=6)
+    new_h, new_cell, gates, X = ext.forward(x, weights, bias, old_h, old_cell)
+    torch.testing.assert_close(X, torch.cat([old_h, x], dim=1))
+    pre_input, pre_output, pre_candidate = torch.nn.functional.linear(X, weights, bias).chunk(3, dim=1)
+    expected = torch.cat([pre_input.sigmoid(), pre_output.sigmoid(), torch.nn.functional.elu(pre_candidate)], dim=1)
+    torch.testing.assert_close(gates, expected)
 
 
 def test_modules_agree_over_a_sequence(ext):
@@ -165,20 +174,19 @@ def test_forward_rejects_bad_input(ext, label, replace, message):
 
 def _backward_args(**replace):
     x, weights, bias, old_h, old_cell = lltm.make_inputs(4, 3, 5, seed=9)
-    new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights = lltm.load_extension().forward(
-        x, weights, bias, old_h, old_cell)
+    new_h, new_cell, gates, X = lltm.load_extension().forward(x, weights, bias, old_h, old_cell)
     values = dict(grad_h=torch.ones_like(new_h), grad_cell=torch.ones_like(new_cell), new_cell=new_cell,
-                  input_gate=input_gate, output_gate=output_gate, candidate_cell=candidate_cell, X=X,
-                  gate_weights=gate_weights, weights=weights)
+                  gates=gates, X=X, weights=weights)
     values.update(replace)
     return list(values.values())
 
 
 BACKWARD_MISTAKES = [
     ("grad_cell of another shape", dict(grad_cell=torch.ones(4, 6)), r"grad_cell must have shape"),
-    ("input_gate float64", dict(input_gate=torch.zeros(4, 5, dtype=torch.float64)), r"input_gate has dtype Double"),
+    ("new_cell float64", dict(new_cell=torch.zeros(4, 5, dtype=torch.float64)), r"new_cell has dtype Double"),
     ("X with another batch", dict(X=torch.zeros(3, 8)), r"\bX must have shape"),
-    ("gate_weights of another width", dict(gate_weights=torch.zeros(4, 14)), r"gate_weights must have shape"),
+    ("gates of another width", dict(gates=torch.zeros(4, 14)), r"gates must have shape"),
+    ("gates 1-D", dict(gates=torch.zeros(60)), r"gates must be 2-D"),
     ("transposed weights", dict(weights=torch.zeros(8, 15)), r"\bweights must have shape"),
     ("integer grad_h", dict(grad_h=torch.ones(4, 5, dtype=torch.int32)), r"grad_h must be a floating-point"),
 ]

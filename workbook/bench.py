@@ -9,7 +9,9 @@ ratio of the fastest blocks. Ratios > 1 mean the C++ op is faster. Printed, neve
 belong in a report, not in a test.
 
 * LLTM cell (batch 16, 32 inputs, state 128, float32): workbook.lltm's C++ extension against the
-  same cell in torch functions — forward alone (no autograd), and forward + backward.
+  same cell in torch functions: forward alone (no autograd); forward + backward, the cell's outputs
+  and its five input gradients for given incoming gradients (torch.autograd.grad); and a training
+  step, the same through a scalar loss and loss.backward() into .grad.
 * scatter_sum over 10^6 float32 elements against torch's native index_add_ and scatter_add_, with
   the achieved bandwidth (bytes of src and index read plus output written, per second) next to a
   plain copy of the same number of bytes.
@@ -81,25 +83,34 @@ def lltm_rows():
     lltm.load_extension()
     plain = lltm.make_inputs(16, 32, 128)
     grad = lltm.make_inputs(16, 32, 128, requires_grad=True)
-    env = {"lltm": lltm, "plain": plain, "grad": grad, "torch": torch}
-    fwd_bwd = "h, c = {f}(*grad); (h.sum() + c.sum()).backward()"
+    generator = torch.Generator().manual_seed(1)
+    incoming = (torch.randn(16, 128, generator=generator), torch.randn(16, 128, generator=generator))
+    env = {"lltm": lltm, "plain": plain, "grad": grad, "incoming": incoming, "torch": torch}
+    statements = {
+        "forward": "with torch.no_grad(): {f}(*plain)",
+        "forward+backward": "torch.autograd.grad({f}(*grad), grad, incoming)",
+        "training step": "h, c = {f}(*grad); (h.sum() + c.sum()).backward()\nfor t in grad: t.grad = None",
+    }
     global THREADS
     print("LLTM cell: batch 16, 32 inputs, state 128, float32")
     print(f"  {'':18} {'threads':>7} {'Python':>12} {'C++':>12}   C++ speed-up   (fastest blocks)")
+    results = {}
     for threads in (torch.get_num_threads(), 1):
         THREADS = threads
         times = best_of_rounds({
-            "python forward": ("with torch.no_grad(): lltm.lltm_python(*plain)", env),
-            "cpp forward": ("with torch.no_grad(): lltm.lltm_cpp(*plain)", env),
-            "python forward+backward": (fwd_bwd.format(f="lltm.lltm_python"), env),
-            "cpp forward+backward": (fwd_bwd.format(f="lltm.lltm_cpp"), env),
+            f"{language} {what}": (statement.format(f=f"lltm.lltm_{language}"), env)
+            for what, statement in statements.items() for language in ("python", "cpp")
         })
         THREADS = None
-        for what in ("forward", "forward+backward"):
+        for what in statements:
             py, cpp = times[f"python {what}"], times[f"cpp {what}"]
             fast = FASTEST[f"python {what}"] / FASTEST[f"cpp {what}"]
             print(f"  {what:18} {threads:7} {_us(py)} {_us(cpp)}   {py / cpp:5.2f}x         ({fast:.2f}x)")
-    return times
+        results[threads] = times
+    print("  forward+backward: the cell's outputs and the gradients of its five inputs (torch.autograd.grad,")
+    print("  incoming gradients given). training step: the same through loss = h.sum() + c.sum(), loss.backward()")
+    print("  into .grad, and .grad reset: the summing and the accumulation it adds cost both versions the same.")
+    return results
 
 
 def scatter_rows():

@@ -122,11 +122,9 @@ class LLTMFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, input, weights, bias, old_h, old_cell):
         ext = _extension or load_extension()
-        new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights = ext.forward(
-            input, weights, bias, old_h, old_cell
-        )
+        new_h, new_cell, gates, X = ext.forward(input, weights, bias, old_h, old_cell)
         # Everything the C++ backward reads; intermediates are saved, not recomputed.
-        ctx.save_for_backward(new_cell, input_gate, output_gate, candidate_cell, X, gate_weights, weights)
+        ctx.save_for_backward(new_cell, gates, X, weights)
         return new_h, new_cell
 
     @staticmethod

@@ -27,9 +27,8 @@ TORCH_LIBRARY(wb_lltm, m) {
       "lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell)"
       " -> Tensor[]");
   m.def(
-      "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor input_gate,"
-      " Tensor output_gate, Tensor candidate_cell, Tensor X, Tensor gate_weights, Tensor weights)"
-      " -> Tensor[]");
+      "lltm_backward(Tensor grad_h, Tensor grad_cell, Tensor new_cell, Tensor gates, Tensor X,"
+      " Tensor weights) -> Tensor[]");
 }
 
 namespace wb_lltm {
@@ -40,9 +39,7 @@ using ForwardSignature = std::vector<at::Tensor>(const at::Tensor&, const at::Te
                                                  const at::Tensor&);
 using BackwardSignature = std::vector<at::Tensor>(const at::Tensor&, const at::Tensor&,
                                                   const at::Tensor&, const at::Tensor&,
-                                                  const at::Tensor&, const at::Tensor&,
-                                                  const at::Tensor&, const at::Tensor&,
-                                                  const at::Tensor&);
+                                                  const at::Tensor&, const at::Tensor&);
 
 std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weights,
                                 const at::Tensor& bias, const at::Tensor& old_h,
@@ -55,15 +52,12 @@ std::vector<at::Tensor> forward(const at::Tensor& input, const at::Tensor& weigh
 }
 
 std::vector<at::Tensor> backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                 const at::Tensor& new_cell, const at::Tensor& input_gate,
-                                 const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                                 const at::Tensor& X, const at::Tensor& gate_weights,
-                                 const at::Tensor& weights) {
+                                 const at::Tensor& new_cell, const at::Tensor& gates,
+                                 const at::Tensor& X, const at::Tensor& weights) {
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("wb_lltm::lltm_backward", "")
                              .typed<BackwardSignature>();
-  return op.call(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, X,
-                 gate_weights, weights);
+  return op.call(grad_h, grad_cell, new_cell, gates, X, weights);
 }
 
 }  // namespace
@@ -77,13 +71,12 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   // torch::wrap_pybind_function turns a c10::Error (TORCH_CHECK) into a Python RuntimeError
   // carrying just its message, and TORCH_WARN into a Python warning.
   m.def("forward", torch::wrap_pybind_function(wb_lltm::forward),
-        "LLTM forward. Returns [new_h, new_cell, input_gate, output_gate, candidate_cell, X, "
-        "gate_weights]; the last five are what backward needs.",
+        "LLTM forward. Returns [new_h, new_cell, gates, X]: the new state, then what backward "
+        "needs (gates holds the activated input, output and candidate gates side by side).",
         py::arg("input"), py::arg("weights"), py::arg("bias"), py::arg("old_h"),
         py::arg("old_cell"));
   m.def("backward", torch::wrap_pybind_function(wb_lltm::backward),
         "LLTM backward. Returns [d_old_h, d_input, d_weights, d_bias, d_old_cell].",
-        py::arg("grad_h"), py::arg("grad_cell"), py::arg("new_cell"), py::arg("input_gate"),
-        py::arg("output_gate"), py::arg("candidate_cell"), py::arg("X"), py::arg("gate_weights"),
-        py::arg("weights"));
+        py::arg("grad_h"), py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"),
+        py::arg("X"), py::arg("weights"));
 }

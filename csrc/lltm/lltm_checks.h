@@ -72,16 +72,12 @@ inline std::tuple<int64_t, int64_t, int64_t> check_forward_arguments(
 // Validates the arguments of lltm_backward; returns (batch_size, state_size, input_features).
 inline std::tuple<int64_t, int64_t, int64_t> check_backward_arguments(
     const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
-    const at::Tensor& input_gate, const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-    const at::Tensor& X, const at::Tensor& gate_weights, const at::Tensor& weights) {
+    const at::Tensor& gates, const at::Tensor& X, const at::Tensor& weights) {
   constexpr const char* op = "lltm_backward";
   TORCH_CHECK(grad_h.defined(), op, ": grad_h is an undefined tensor");
   const std::pair<const at::Tensor*, const char*> arguments[] = {
-      {&grad_h, "grad_h"},           {&grad_cell, "grad_cell"},
-      {&new_cell, "new_cell"},       {&input_gate, "input_gate"},
-      {&output_gate, "output_gate"}, {&candidate_cell, "candidate_cell"},
-      {&X, "X"},                     {&gate_weights, "gate_weights"},
-      {&weights, "weights"}};
+      {&grad_h, "grad_h"}, {&grad_cell, "grad_cell"}, {&new_cell, "new_cell"},
+      {&gates, "gates"},   {&X, "X"},                 {&weights, "weights"}};
   for (const auto& [tensor, name] : arguments) {
     check_argument(op, *tensor, name, 2, grad_h, "grad_h");
   }
@@ -91,12 +87,9 @@ inline std::tuple<int64_t, int64_t, int64_t> check_backward_arguments(
               ": X must have shape (batch_size, state_size + input_features) = [", batch_size, ", ",
               state_size, " + input_features] (sizes from grad_h), got ", X.sizes());
   const int64_t input_features = X.size(1) - state_size;
-  for (const auto& [tensor, name] : arguments) {
-    if (tensor == &X || tensor == &gate_weights || tensor == &weights) continue;
-    check_shape(op, *tensor, name, {batch_size, state_size}, "(batch_size, state_size)", "grad_h");
-  }
-  check_shape(op, gate_weights, "gate_weights", {batch_size, 3 * state_size},
-              "(batch_size, 3 * state_size)", "grad_h");
+  check_shape(op, grad_cell, "grad_cell", {batch_size, state_size}, "(batch_size, state_size)", "grad_h");
+  check_shape(op, new_cell, "new_cell", {batch_size, state_size}, "(batch_size, state_size)", "grad_h");
+  check_shape(op, gates, "gates", {batch_size, 3 * state_size}, "(batch_size, 3 * state_size)", "grad_h");
   check_shape(op, weights, "weights", {3 * state_size, state_size + input_features},
               "(3 * state_size, state_size + input_features)", "grad_h and X");
   return {batch_size, state_size, input_features};

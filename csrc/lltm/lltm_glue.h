@@ -15,14 +15,16 @@
 
 namespace wb_lltm {
 
-// Forward: gate_weights = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
+// Forward: gates = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
 struct ForwardTensors {
-  at::Tensor X, gate_weights, old_cell;  // inputs of the elementwise kernel, contiguous
-  at::Tensor new_h, new_cell, input_gate, output_gate, candidate_cell;  // its outputs, uninitialised
+  at::Tensor X;         // [old_h, input], contiguous (batch, state_size + input_features)
+  at::Tensor gates;     // (batch, 3 * state_size), per row [input | output | candidate]: the kernel
+                        // reads the pre-activations and overwrites them with the activated gates
+  at::Tensor old_cell;  // contiguous
+  at::Tensor new_h, new_cell;  // the kernel's outputs, uninitialised
 
-  std::vector<at::Tensor> outputs() const {
-    return {new_h, new_cell, input_gate, output_gate, candidate_cell, X, gate_weights};
-  }
+  // What lltm_forward returns: the new state, then what lltm_backward needs besides the weights.
+  std::vector<at::Tensor> outputs() const { return {new_h, new_cell, gates, X}; }
 };
 
 inline ForwardTensors prepare_forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
@@ -30,39 +32,35 @@ inline ForwardTensors prepare_forward(const at::Tensor& input, const at::Tensor&
                                       int64_t state_size) {
   ForwardTensors t;
   t.X = at::cat({old_h, input}, /*dim=*/1);
-  t.gate_weights = at::addmm(bias, t.X, weights.t());  // a fresh contiguous (batch, 3 * state_size) tensor
-  TORCH_INTERNAL_ASSERT(t.gate_weights.is_contiguous());
+  t.gates = at::addmm(bias, t.X, weights.t());  // a fresh contiguous tensor, ours to overwrite
+  TORCH_INTERNAL_ASSERT(t.gates.is_contiguous());
   t.old_cell = old_cell.contiguous();  // a copy only if old_cell is not row-major
-  const at::TensorOptions options = t.gate_weights.options();
-  for (at::Tensor* output : {&t.new_h, &t.new_cell, &t.input_gate, &t.output_gate, &t.candidate_cell}) {
-    *output = at::empty({batch_size, state_size}, options);
-  }
+  t.new_h = at::empty({batch_size, state_size}, t.gates.options());
+  t.new_cell = at::empty({batch_size, state_size}, t.gates.options());
   return t;
 }
 
 // Backward: the kernel reads the saved tensors and incoming gradients as row-major memory and
-// writes d_gates (the gradient of gate_weights) and d_old_cell; the products then finish the job.
+// writes d_gates (the gradient of the pre-activation gates) and d_old_cell; the products then
+// finish the job.
 struct BackwardTensors {
-  at::Tensor grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell, gate_weights;  // contiguous
-  at::Tensor d_gates, d_old_cell;  // uninitialised, filled by the kernel
+  at::Tensor grad_h, grad_cell, new_cell, gates;  // contiguous
+  at::Tensor d_gates, d_old_cell;                 // uninitialised, filled by the kernel
 };
 
 inline BackwardTensors prepare_backward(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                        const at::Tensor& new_cell, const at::Tensor& input_gate,
-                                        const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                                        const at::Tensor& gate_weights, int64_t batch_size, int64_t state_size) {
+                                        const at::Tensor& new_cell, const at::Tensor& gates, int64_t batch_size,
+                                        int64_t state_size) {
   // Incoming gradients are often not contiguous: the gradient of .sum() is an expanded tensor with
   // stride 0. contiguous() copies only what needs it.
-  BackwardTensors t{grad_h.contiguous(),      grad_cell.contiguous(),      new_cell.contiguous(),
-                    input_gate.contiguous(),  output_gate.contiguous(),    candidate_cell.contiguous(),
-                    gate_weights.contiguous(), {}, {}};
+  BackwardTensors t{grad_h.contiguous(), grad_cell.contiguous(), new_cell.contiguous(), gates.contiguous(), {}, {}};
   t.d_gates = at::empty({batch_size, 3 * state_size}, grad_h.options());
   t.d_old_cell = at::empty({batch_size, state_size}, grad_h.options());
   return t;
 }
 
-// gate_weights = X @ weights.T + bias, so the gradients of weights, bias and X = [old_h, input]
-// follow from d_gates by two matrix products and a sum.
+// The pre-activation gates are X @ weights.T + bias, so the gradients of weights, bias and
+// X = [old_h, input] follow from d_gates by two matrix products and a sum.
 inline std::vector<at::Tensor> finish_backward(const BackwardTensors& t, const at::Tensor& X,
                                                const at::Tensor& weights, int64_t state_size) {
   at::Tensor d_weights = at::mm(t.d_gates.t(), X);  // (3S, S + I)

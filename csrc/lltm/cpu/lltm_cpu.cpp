@@ -4,18 +4,22 @@
 // each (batch, state_size):
 //
 //   X            = [old_h, x]                              (batch, state_size + input_features)
-//   gate_weights = X @ weights.T + bias                    (batch, 3 * state_size)
-//   input_gate   = sigmoid(gate_weights[:, 0S:1S])
-//   output_gate  = sigmoid(gate_weights[:, 1S:2S])
-//   candidate    = elu(gate_weights[:, 2S:3S])             (alpha = 1)
+//   gates        = X @ weights.T + bias                    (batch, 3 * state_size), then in place:
+//   input_gate   = sigmoid(gates[:, 0S:1S])
+//   output_gate  = sigmoid(gates[:, 1S:2S])
+//   candidate    = elu(gates[:, 2S:3S])                    (alpha = 1)
 //   new_cell     = old_cell + candidate * input_gate
 //   new_h        = tanh(new_cell) * output_gate
 //
+// The forward returns new_h and new_cell, and for the backward the activated gates and X; the
+// backward needs no pre-activation, because each activation's slope can be written with its value
+// (sigmoid' = s (1 - s), elu' = elu + 1 below 0), so the activated gates overwrite the
+// pre-activations in the tensor the matrix product made.
 // Two matrix products carry most of the arithmetic; ATen's BLAS does them (one forward, two
 // backward). The rest is elementwise, and each direction does it in one loop over the elements
 // (a fused kernel), where autograd on the Python version runs a separate kernel per operation,
 // each allocating a temporary and walking memory again:
-// - forward: sigmoid, elu, tanh and the cell update, after the one addmm that makes gate_weights;
+// - forward: sigmoid, elu, tanh and the cell update, after the one addmm that makes the gates;
 // - backward: tanh(new_cell) and the gradients of the three gates and of old_cell.
 // The activations are transcendental (exp, tanh). A plain loop of std::exp calls is scalar and
 // would be several times slower than ATen's vectorized kernels, so the loops use ATen's SIMD
@@ -113,75 +117,64 @@ void for_each_row_chunk(int64_t batch_size, int64_t state_size, const Function& 
   at::parallel_for(0, batch_size, rows_per_chunk, function);
 }
 
-// Everything of the forward after the matrix product, in one pass over gate_weights
-// (batch, 3 * state_size) and old_cell: each vector of columns is read once, its five results are
-// written once, and no temporary tensor is made.
+// Everything of the forward after the matrix product, in one pass over gates (batch, 3 * state_size)
+// and old_cell: each vector of columns is read once, its results are written once, and no
+// temporary tensor is made. The activated gates overwrite their pre-activations in `gates`.
 template <typename scalar_t>
-void lltm_forward_elementwise(const at::Tensor& gate_weights, const at::Tensor& old_cell,
-                              at::Tensor& new_h, at::Tensor& new_cell, at::Tensor& input_gate,
-                              at::Tensor& output_gate, at::Tensor& candidate_cell) {
+void lltm_forward_elementwise(at::Tensor& gates, const at::Tensor& old_cell, at::Tensor& new_h,
+                              at::Tensor& new_cell) {
   using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
   // The loop reads raw memory in row-major order: every tensor must be laid out that way.
-  for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{
-           &gate_weights, &old_cell, &new_h, &new_cell, &input_gate, &output_gate, &candidate_cell}) {
+  for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{&gates, &old_cell, &new_h, &new_cell}) {
     TORCH_INTERNAL_ASSERT(tensor->is_contiguous());
   }
   const int64_t state_size = old_cell.size(1);
-  const scalar_t* gates = gate_weights.const_data_ptr<scalar_t>();
+  scalar_t* g = gates.mutable_data_ptr<scalar_t>();
   const scalar_t* c_old = old_cell.const_data_ptr<scalar_t>();
   scalar_t* h_new = new_h.mutable_data_ptr<scalar_t>();
   scalar_t* c_new = new_cell.mutable_data_ptr<scalar_t>();
-  scalar_t* i_gate = input_gate.mutable_data_ptr<scalar_t>();
-  scalar_t* o_gate = output_gate.mutable_data_ptr<scalar_t>();
-  scalar_t* z_cand = candidate_cell.mutable_data_ptr<scalar_t>();
   for_each_row_chunk(old_cell.size(0), state_size, [&](int64_t row_begin, int64_t row_end) {
     const Vec one(1);
     const Vec zero(0);
     for (int64_t row = row_begin; row < row_end; ++row) {
       const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
-      const scalar_t* pre_input = gates + row * 3 * state_size;  // this row of gate_weights: [i | o | z]
-      const scalar_t* pre_output = pre_input + state_size;
-      const scalar_t* pre_candidate = pre_input + 2 * state_size;
+      scalar_t* input_gate = g + row * 3 * state_size;  // this row of gates: [input | output | candidate]
+      scalar_t* output_gate = input_gate + state_size;
+      scalar_t* candidate = input_gate + 2 * state_size;
       for (int64_t j = 0; j < state_size; j += Vec::size()) {
         const int64_t n = std::min<int64_t>(Vec::size(), state_size - j);  // fewer at the row's end
         // sigmoid(x) = 1 / (1 + exp(-x)); elu(x) = x for x > 0, exp(x) - 1 otherwise.
-        const Vec i = one / (one + load(pre_input + j, n).neg().exp());
-        const Vec o = one / (one + load(pre_output + j, n).neg().exp());
-        const Vec pre = load(pre_candidate + j, n);
+        const Vec i = one / (one + load(input_gate + j, n).neg().exp());
+        const Vec o = one / (one + load(output_gate + j, n).neg().exp());
+        const Vec pre = load(candidate + j, n);
         const Vec z = Vec::blendv(expm1(pre), pre, pre > zero);
         const Vec c = load(c_old + r + j, n) + z * i;
         store(tanh(c) * o, h_new + r + j, n);
         store(c, c_new + r + j, n);
-        store(i, i_gate + r + j, n);
-        store(o, o_gate + r + j, n);
-        store(z, z_cand + r + j, n);
+        store(i, input_gate + j, n);
+        store(o, output_gate + j, n);
+        store(z, candidate + j, n);
       }
     }
   });
 }
 
-// d_gates holds the gradient with respect to gate_weights (batch, 3 * state_size), laid out like it.
+// d_gates holds the gradient with respect to the pre-activation gates, laid out like gates.
 template <typename scalar_t>
 void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                               const at::Tensor& new_cell, const at::Tensor& input_gate,
-                               const at::Tensor& output_gate, const at::Tensor& candidate_cell,
-                               const at::Tensor& gate_weights, at::Tensor& d_gates,
+                               const at::Tensor& new_cell, const at::Tensor& gates, at::Tensor& d_gates,
                                at::Tensor& d_old_cell) {
   using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
   // The loop reads raw memory in row-major order: every tensor must be laid out that way.
-  for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{
-           &grad_h, &grad_cell, &new_cell, &input_gate, &output_gate, &candidate_cell,
-           &gate_weights, &d_gates, &d_old_cell}) {
+  for (const at::Tensor* tensor :
+       std::initializer_list<const at::Tensor*>{&grad_h, &grad_cell, &new_cell, &gates, &d_gates, &d_old_cell}) {
     TORCH_INTERNAL_ASSERT(tensor->is_contiguous());
   }
   const int64_t state_size = grad_h.size(1);
   const scalar_t* gh = grad_h.const_data_ptr<scalar_t>();
   const scalar_t* gc = grad_cell.const_data_ptr<scalar_t>();
   const scalar_t* c_new = new_cell.const_data_ptr<scalar_t>();
-  const scalar_t* i_gate = input_gate.const_data_ptr<scalar_t>();
-  const scalar_t* o_gate = output_gate.const_data_ptr<scalar_t>();
-  const scalar_t* z_cand = candidate_cell.const_data_ptr<scalar_t>();
-  const scalar_t* gates = gate_weights.const_data_ptr<scalar_t>();
+  const scalar_t* g = gates.const_data_ptr<scalar_t>();
   scalar_t* d_g = d_gates.mutable_data_ptr<scalar_t>();
   scalar_t* d_c_old = d_old_cell.mutable_data_ptr<scalar_t>();
   for_each_row_chunk(grad_h.size(0), state_size, [&](int64_t row_begin, int64_t row_end) {
@@ -189,15 +182,17 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
     const Vec zero(0);
     for (int64_t row = row_begin; row < row_end; ++row) {
       const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
-      const scalar_t* pre_candidate = gates + row * 3 * state_size + 2 * state_size;
-      scalar_t* d_input_gate = d_g + row * 3 * state_size;  // this row of d_gates: [d_i | d_o | d_z]
+      const scalar_t* input_gate = g + row * 3 * state_size;  // this row of gates: [input | output | candidate]
+      const scalar_t* output_gate = input_gate + state_size;
+      const scalar_t* candidate = input_gate + 2 * state_size;
+      scalar_t* d_input_gate = d_g + row * 3 * state_size;  // this row of d_gates, the same layout
       scalar_t* d_output_gate = d_input_gate + state_size;
       scalar_t* d_candidate = d_input_gate + 2 * state_size;
       for (int64_t j = 0; j < state_size; j += Vec::size()) {
         const int64_t n = std::min<int64_t>(Vec::size(), state_size - j);  // fewer at the row's end
-        const Vec i = load(i_gate + r + j, n);
-        const Vec o = load(o_gate + r + j, n);
-        const Vec z = load(z_cand + r + j, n);
+        const Vec i = load(input_gate + j, n);
+        const Vec o = load(output_gate + j, n);
+        const Vec z = load(candidate + j, n);
         const Vec t = tanh(load(c_new + r + j, n));
         const Vec g_h = load(gh + r + j, n);
         // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
@@ -205,8 +200,8 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
         // sigmoid' = s * (1 - s), written with the saved gate value s.
         store(d_c * z * i * (one - i), d_input_gate + j, n);
         store(g_h * t * o * (one - o), d_output_gate + j, n);
-        // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise.
-        const Vec elu_slope = Vec::blendv(z + one, one, load(pre_candidate + j, n) > zero);
+        // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise; elu(x) > 0 exactly when x > 0.
+        const Vec elu_slope = Vec::blendv(z + one, one, z > zero);
         store(d_c * i * elu_slope, d_candidate + j, n);
         store(d_c, d_c_old + r + j, n);  // new_cell = old_cell + ...: its gradient passes through unchanged
       }
@@ -222,27 +217,20 @@ std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tens
   (void)input_features;
   ForwardTensors t = prepare_forward(input, weights, bias, old_h, old_cell, batch_size, state_size);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cpu", [&] {
-    lltm_forward_elementwise<scalar_t>(t.gate_weights, t.old_cell, t.new_h, t.new_cell, t.input_gate,
-                                       t.output_gate, t.candidate_cell);
+    lltm_forward_elementwise<scalar_t>(t.gates, t.old_cell, t.new_h, t.new_cell);
   });
   return t.outputs();
 }
 
 std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                          const at::Tensor& new_cell, const at::Tensor& input_gate,
-                                          const at::Tensor& output_gate,
-                                          const at::Tensor& candidate_cell, const at::Tensor& X,
-                                          const at::Tensor& gate_weights,
-                                          const at::Tensor& weights) {
+                                          const at::Tensor& new_cell, const at::Tensor& gates,
+                                          const at::Tensor& X, const at::Tensor& weights) {
   const auto [batch_size, state_size, input_features] =
-      check_backward_arguments(grad_h, grad_cell, new_cell, input_gate, output_gate,
-                               candidate_cell, X, gate_weights, weights);
+      check_backward_arguments(grad_h, grad_cell, new_cell, gates, X, weights);
   (void)input_features;
-  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
-                                       gate_weights, batch_size, state_size);
+  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, gates, batch_size, state_size);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_h.scalar_type(), "lltm_backward_cpu", [&] {
-    lltm_backward_elementwise<scalar_t>(t.grad_h, t.grad_cell, t.new_cell, t.input_gate, t.output_gate,
-                                        t.candidate_cell, t.gate_weights, t.d_gates, t.d_old_cell);
+    lltm_backward_elementwise<scalar_t>(t.grad_h, t.grad_cell, t.new_cell, t.gates, t.d_gates, t.d_old_cell);
   });
   return finish_backward(t, X, weights, state_size);
 }

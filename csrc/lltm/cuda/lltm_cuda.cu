@@ -44,50 +44,50 @@ int blocks_for(int64_t elements) {
 }
 
 // One thread per element k of the (batch, state_size) state, row = k / state_size.
-// gates is the contiguous (batch, 3 * state_size) gate_weights: [input | output | candidate] per row.
+// gates is the contiguous (batch, 3 * state_size) tensor [input | output | candidate] per row; each
+// thread reads the pre-activations of its three gates and overwrites them with the activated values.
 template <typename scalar_t>
-__global__ void lltm_forward_kernel(const scalar_t* __restrict__ gates, const scalar_t* __restrict__ c_old,
-                                    scalar_t* __restrict__ h_out, scalar_t* __restrict__ c_out,
-                                    scalar_t* __restrict__ i_out, scalar_t* __restrict__ o_out,
-                                    scalar_t* __restrict__ z_out, int64_t elements, int64_t state_size) {
+__global__ void lltm_forward_kernel(scalar_t* __restrict__ gates, const scalar_t* __restrict__ c_old,
+                                    scalar_t* __restrict__ h_out, scalar_t* __restrict__ c_out, int64_t elements,
+                                    int64_t state_size) {
   using opmath_t = at::opmath_type<scalar_t>;  // float for half/bfloat16, else scalar_t itself
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < elements; k += stride) {
     const int64_t row = k / state_size;
-    const scalar_t* g = gates + row * 3 * state_size + k % state_size;
+    scalar_t* g = gates + row * 3 * state_size + k % state_size;  // this element's input gate
     const opmath_t i = opmath_t(1) / (opmath_t(1) + exp(-opmath_t(g[0])));
     const opmath_t o = opmath_t(1) / (opmath_t(1) + exp(-opmath_t(g[state_size])));
     const opmath_t pre = g[2 * state_size];
     const opmath_t z = pre > opmath_t(0) ? pre : expm1(pre);  // elu with alpha = 1
     const opmath_t c = opmath_t(c_old[k]) + z * i;
-    i_out[k] = i;
-    o_out[k] = o;
-    z_out[k] = z;
+    g[0] = i;
+    g[state_size] = o;
+    g[2 * state_size] = z;
     c_out[k] = c;
     h_out[k] = tanh(c) * o;
   }
 }
 
-// d_gates is laid out like gate_weights (batch, 3 * state_size).
+// d_gates is laid out like gates (batch, 3 * state_size).
 template <typename scalar_t>
 __global__ void lltm_backward_kernel(const scalar_t* __restrict__ gh, const scalar_t* __restrict__ gc,
-                                     const scalar_t* __restrict__ c_new, const scalar_t* __restrict__ i_gate,
-                                     const scalar_t* __restrict__ o_gate, const scalar_t* __restrict__ z_cand,
-                                     const scalar_t* __restrict__ gates, scalar_t* __restrict__ d_g,
-                                     scalar_t* __restrict__ d_c_old, int64_t elements, int64_t state_size) {
+                                     const scalar_t* __restrict__ c_new, const scalar_t* __restrict__ gates,
+                                     scalar_t* __restrict__ d_g, scalar_t* __restrict__ d_c_old, int64_t elements,
+                                     int64_t state_size) {
   using opmath_t = at::opmath_type<scalar_t>;
   const int64_t stride = static_cast<int64_t>(blockDim.x) * gridDim.x;
   for (int64_t k = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; k < elements; k += stride) {
     const int64_t offset = (k / state_size) * 3 * state_size + k % state_size;  // input-gate column
-    const opmath_t i = i_gate[k];
-    const opmath_t o = o_gate[k];
-    const opmath_t z = z_cand[k];
+    const opmath_t i = gates[offset];
+    const opmath_t o = gates[offset + state_size];
+    const opmath_t z = gates[offset + 2 * state_size];
     const opmath_t tanh_c = tanh(opmath_t(c_new[k]));
     // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
     const opmath_t d_c = opmath_t(gc[k]) + opmath_t(gh[k]) * o * (opmath_t(1) - tanh_c * tanh_c);
     const opmath_t d_i = d_c * z * i * (opmath_t(1) - i);                    // sigmoid' = s (1 - s)
     const opmath_t d_o = opmath_t(gh[k]) * tanh_c * o * (opmath_t(1) - o);
-    const opmath_t elu_slope = opmath_t(gates[offset + 2 * state_size]) > opmath_t(0) ? opmath_t(1) : z + opmath_t(1);
+    // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise; elu(x) > 0 exactly when x > 0.
+    const opmath_t elu_slope = z > opmath_t(0) ? opmath_t(1) : z + opmath_t(1);
     d_g[offset] = d_i;
     d_g[offset + state_size] = d_o;
     d_g[offset + 2 * state_size] = d_c * i * elu_slope;
@@ -119,10 +119,8 @@ std::vector<at::Tensor> lltm_forward_cuda(const at::Tensor& input, const at::Ten
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cuda", [&] {
       lltm_forward_kernel<scalar_t><<<blocks_for(elements), kThreadsPerBlock, 0, stream>>>(
-          t.gate_weights.const_data_ptr<scalar_t>(), t.old_cell.const_data_ptr<scalar_t>(),
-          t.new_h.mutable_data_ptr<scalar_t>(), t.new_cell.mutable_data_ptr<scalar_t>(),
-          t.input_gate.mutable_data_ptr<scalar_t>(), t.output_gate.mutable_data_ptr<scalar_t>(),
-          t.candidate_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
+          t.gates.mutable_data_ptr<scalar_t>(), t.old_cell.const_data_ptr<scalar_t>(),
+          t.new_h.mutable_data_ptr<scalar_t>(), t.new_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
@@ -130,30 +128,24 @@ std::vector<at::Tensor> lltm_forward_cuda(const at::Tensor& input, const at::Ten
 }
 
 std::vector<at::Tensor> lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                           const at::Tensor& new_cell, const at::Tensor& input_gate,
-                                           const at::Tensor& output_gate,
-                                           const at::Tensor& candidate_cell, const at::Tensor& X,
-                                           const at::Tensor& gate_weights, const at::Tensor& weights) {
+                                           const at::Tensor& new_cell, const at::Tensor& gates,
+                                           const at::Tensor& X, const at::Tensor& weights) {
   TORCH_CHECK(grad_h.defined(), "lltm_backward: grad_h is an undefined tensor");
   check_on_cuda("lltm_backward", grad_h, "grad_h");
   const auto [batch_size, state_size, input_features] =
-      check_backward_arguments(grad_h, grad_cell, new_cell, input_gate, output_gate,
-                               candidate_cell, X, gate_weights, weights);
+      check_backward_arguments(grad_h, grad_cell, new_cell, gates, X, weights);
   (void)input_features;
   const c10::cuda::CUDAGuard device_guard(grad_h.device());
 
-  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, input_gate, output_gate, candidate_cell,
-                                       gate_weights, batch_size, state_size);
+  BackwardTensors t = prepare_backward(grad_h, grad_cell, new_cell, gates, batch_size, state_size);
   const int64_t elements = batch_size * state_size;
   if (elements > 0) {
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
     AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, grad_h.scalar_type(), "lltm_backward_cuda", [&] {
       lltm_backward_kernel<scalar_t><<<blocks_for(elements), kThreadsPerBlock, 0, stream>>>(
           t.grad_h.const_data_ptr<scalar_t>(), t.grad_cell.const_data_ptr<scalar_t>(),
-          t.new_cell.const_data_ptr<scalar_t>(), t.input_gate.const_data_ptr<scalar_t>(),
-          t.output_gate.const_data_ptr<scalar_t>(), t.candidate_cell.const_data_ptr<scalar_t>(),
-          t.gate_weights.const_data_ptr<scalar_t>(), t.d_gates.mutable_data_ptr<scalar_t>(),
-          t.d_old_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
+          t.new_cell.const_data_ptr<scalar_t>(), t.gates.const_data_ptr<scalar_t>(),
+          t.d_gates.mutable_data_ptr<scalar_t>(), t.d_old_cell.mutable_data_ptr<scalar_t>(), elements, state_size);
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     });
   }
