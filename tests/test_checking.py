@@ -43,9 +43,11 @@ def test_failure_explains_itself_in_one_line(monkeypatch):
     assert str(check_returns_one(not_attempted_python)).startswith("… Exercise 9.9 demo: not attempted yet — ")
 
 
-def test_strict_mode_raises_for_anything_but_a_pass(monkeypatch):
+def test_strict_mode_raises_for_anything_but_a_pass(monkeypatch, capsys):
     monkeypatch.setenv("WORKBOOK_STRICT", "1")
-    assert check_returns_one(lambda: 1).passed
+    # a pass is printed, not returned: nbgrader reads a cell's value as a number of points
+    assert check_returns_one(lambda: 1) is None
+    assert capsys.readouterr().out == "✔ Exercise 9.9 demo: passed\n"
     for function in (lambda: 2, not_attempted_python):
         with pytest.raises(ExerciseFailed):
             check_returns_one(function)

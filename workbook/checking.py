@@ -11,7 +11,9 @@ turns that into an `Outcome`, displayed in the notebook as one line:
 An untouched stub (`raise NotImplementedError`, or a C++ `TORCH_CHECK(false, "not attempted yet")`)
 is reported as *not attempted yet*, and the notebook keeps running. For grading
 (`nbgrader autograde`) or tests, set WORKBOOK_STRICT=1 or call `.require()`: anything but a pass
-then raises `ExerciseFailed`, which is what marks a grade cell as failed.
+then raises `ExerciseFailed`, which is what marks a grade cell as failed. In strict mode a pass is
+printed and the check returns None, because nbgrader scores a grade cell by its output: an error
+scores nothing, printed text full marks, and a returned value must be a number of points.
 """
 from __future__ import annotations
 
@@ -68,9 +70,12 @@ def exercise(title: str):
 
     def decorate(body):
         @functools.wraps(body)
-        def check(*args, **kwargs) -> Outcome:
+        def check(*args, **kwargs) -> Outcome | None:
             outcome = _run(title, body, args, kwargs)
-            return outcome.require() if strict_mode() else outcome
+            if not strict_mode():
+                return outcome
+            print(outcome.require())
+            return None
 
         return check
 
