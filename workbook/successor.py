@@ -1,0 +1,241 @@
+"""Chapter 08, the successor path: torch.library, torch.compile, torch.export and AOTInductor.
+
+    from workbook import successor
+    successor.dispatcher_figure()                    # the dispatcher, drawn
+    successor.kernels_of("wb_scatter::scatter_sum")   # which dispatch keys have a kernel
+    layer = successor.MessagePassing(8)               # a graph layer built on the scatter ops
+    x, edge_index = successor.make_graph(10, 30, 8)
+    op = successor.new_segment_sum(fake=...)          # a fresh custom op for the exercises
+    package = successor.package(exported, "layer")   # torch.export -> AOTInductor .pt2 under build/ch08
+    run = successor.run_aoti_app(package, inputs, libraries=[...])   # the C++ program of csrc/aoti_app
+
+Importing this module points Inductor's on-disk caches at build/inductor_cache (unless
+TORCHINDUCTOR_CACHE_DIR is already set), so the notebook, its second copy and the tests reuse each
+other's compiled graphs instead of compiling them again.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+from pathlib import Path
+
+from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
+from .build import strip_repo
+
+INDUCTOR_CACHE = BUILD_DIR / "inductor_cache"
+ARTEFACTS = BUILD_DIR / "ch08"
+os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
+
+# Dispatch keys worth asking about for a custom operator, in the order the dispatcher tries them.
+DISPATCH_KEYS = ["Autograd", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta"]
+
+
+def kernels_of(qualname: str) -> list[str]:
+    """The dispatch keys that have a kernel for operator `qualname` ("namespace::name"), plus
+    "fake (Python)" when a fake kernel was registered with torch.library.register_fake."""
+    import torch
+    from torch._library import simple_registry
+
+    found = [key for key in DISPATCH_KEYS if torch._C._dispatch_has_kernel_for_dispatch_key(qualname, key)]
+    if simple_registry.singleton.find(qualname).fake_impl.kernel is not None:
+        found.append("fake (Python)")
+    return found
+
+
+# ---- the dispatcher, drawn ------------------------------------------------------------------------
+
+def dispatcher_figure():
+    """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / Meta / fake kernel."""
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import FancyBboxPatch
+
+    figure, axes = plt.subplots(figsize=(10, 5.6))
+    axes.set_xlim(0, 10)
+    axes.set_ylim(0, 6.2)
+    axes.axis("off")
+
+    def box(x, y, width, text, colour, height=0.62):
+        axes.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
+                                      boxstyle="round,pad=0.04,rounding_size=0.12",
+                                      facecolor=colour, edgecolor="#333333", linewidth=1))
+        axes.text(x, y, text, ha="center", va="center", fontsize=8.5, family="monospace")
+
+    def arrow(start, end, label=""):
+        axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "#333333"})
+        if label:
+            axes.text((start[0] + end[0]) / 2 + 0.08, (start[1] + end[1]) / 2, label, fontsize=7.5,
+                      color="#444444", va="center")
+
+    box(5, 5.75, 7.4, "Python: torch.ops.wb_scatter.scatter_sum(src, index, 0, None, None)", "#e8eef7")
+    box(5, 4.7, 7.4, "schema (TORCH_LIBRARY): scatter_sum(Tensor src, Tensor index, int dim=-1,\n"
+                     "Tensor(a!)? out=None, int? dim_size=None) -> Tensor", "#f2f2f2", height=0.75)
+    box(5, 3.6, 7.4, "dispatcher: picks a kernel from the arguments' dispatch keys\n"
+                     "(device, requires_grad, fake tensor, ...)", "#fff4d6", height=0.75)
+    box(5, 2.5, 6.2, "Autograd kernel (TORCH_LIBRARY_IMPL(..., Autograd, m))\n"
+                     "records the backward, then re-dispatches below Autograd", "#fde2e2", height=0.75)
+    kernels = [
+        (1.35, "CPU kernel\nTORCH_LIBRARY_IMPL\n(..., CPU, m)", "#e3f4e1"),
+        (3.8, "CUDA kernel\nTORCH_LIBRARY_IMPL\n(..., CUDA, m)", "#e3f4e1"),
+        (6.25, "Meta kernel\nshapes only, in C++\n(..., Meta, m)", "#ece3f4"),
+        (8.7, "fake kernel\ntorch.library.\nregister_fake (Python)", "#ece3f4"),
+    ]
+    for x, text, colour in kernels:
+        box(x, 0.6, 2.2, text, colour, height=1.0)
+        arrow((5, 2.1), (x, 1.15))
+    arrow((5, 5.43), (5, 5.09), "parse and check the arguments")
+    arrow((5, 4.31), (5, 3.99))
+    arrow((5, 3.21), (5, 2.89), "an input requires grad (else straight below)")
+    for x, text in [(2.55, "real tensors: by device"), (7.5, "torch.compile / torch.export: fake tensors")]:
+        axes.text(x, 1.45, text, ha="center", fontsize=7.5, color="#444444",
+                  bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    figure.tight_layout()
+    return figure
+
+
+# ---- a model built on the workbook's scatter ops ----------------------------------------------------
+
+def make_graph(num_nodes: int, num_edges: int, features: int, *, seed: int = 0):
+    """Random node features (num_nodes, features) and edges (2, num_edges) as (source, target) rows.
+
+    The last node receives no edge, so that a layer sizing its output from the edges (instead of
+    from the number of nodes) shows itself by a missing row.
+    """
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_nodes, features, generator=generator)
+    source = torch.randint(0, num_nodes, (num_edges,), generator=generator)
+    target = torch.randint(0, max(num_nodes - 1, 1), (num_edges,), generator=generator)
+    return x, torch.stack([source, target])
+
+
+def _message_passing_class():
+    import torch
+    from torch import nn
+
+    from . import scatter
+
+    class MessagePassing(nn.Module):
+        """One round of message passing: every node averages and maxes the messages of its in-edges.
+
+        out[v] = self_weight(x[v]) + mean_{u -> v} message(x[u]) + max_{u -> v} message(x[u])
+        """
+
+        def __init__(self, features: int):
+            super().__init__()
+            self.message = nn.Linear(features, features)
+            self.self_weight = nn.Linear(features, features, bias=False)
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            source, target = edge_index[0], edge_index[1]
+            messages = self.message(x).index_select(0, source)
+            nodes = x.shape[0]
+            mean = scatter.scatter_mean(messages, target, dim=0, dim_size=nodes)
+            maximum, _ = scatter.scatter_max(messages, target, dim=0, dim_size=nodes)
+            return torch.relu(self.self_weight(x) + mean + maximum)
+
+    return MessagePassing
+
+
+def __getattr__(name):
+    # The model class needs torch; build it on first use so that importing this module stays cheap.
+    if name == "MessagePassing":
+        globals()[name] = _message_passing_class()
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# ---- a fresh custom op per call, for the exercises ---------------------------------------------------
+
+_fresh_namespaces = itertools.count()
+
+
+def segment_sum_reference(src, index):
+    """Rows of `src` summed by `index` (1-D, one entry per row); index.max() + 1 rows."""
+    rows = int(index.max()) + 1 if index.numel() else 0
+    return src.new_zeros((rows, *src.shape[1:])).index_add_(0, index, src)
+
+
+def segment_sum_fake(src, index):
+    """The solution of exercise 8.1, used by the exercise 8.2 check."""
+    import torch
+
+    rows = torch.library.get_ctx().new_dynamic_size()
+    return src.new_empty((rows, *src.shape[1:]))
+
+
+def new_segment_sum(*, fake=None, setup_context=None, backward=None):
+    """A new custom op `wb_ch08_<n>::segment_sum(Tensor src, Tensor index) -> Tensor`.
+
+    Every call defines it in a namespace of its own, so an exercise cell can be run again after an
+    edit without clashing with what an earlier run registered. `fake`, `setup_context` and
+    `backward` are registered when given.
+    """
+    import torch
+
+    name = f"wb_ch08_{next(_fresh_namespaces)}::segment_sum"
+
+    # The schema is spelled out: this module's annotations are strings (from __future__ import annotations).
+    @torch.library.custom_op(name, mutates_args=(), schema="(Tensor src, Tensor index) -> Tensor")
+    def segment_sum(src, index):
+        if index.dim() != 1 or index.shape[0] != src.shape[0]:
+            raise ValueError(f"segment_sum: index must be 1-D with one entry per row of src "
+                             f"({src.shape[0]}), got shape {tuple(index.shape)}")
+        return segment_sum_reference(src, index)
+
+    if fake is not None:
+        segment_sum.register_fake(fake)
+    if backward is not None:
+        segment_sum.register_autograd(backward, setup_context=setup_context)
+    return segment_sum
+
+
+# ---- torch.export -> AOTInductor package -> the C++ program -----------------------------------------
+
+def package(exported, name: str) -> Path:
+    """Compile an ExportedProgram ahead of time into build/ch08/<name>.pt2 and return its path."""
+    import torch
+
+    ARTEFACTS.mkdir(parents=True, exist_ok=True)
+    path = ARTEFACTS / f"{name}.pt2"
+    return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
+
+
+def aoti_app() -> Path:
+    """Build csrc/aoti_app with CMake (once; ninja and ccache make later calls cheap); its path."""
+    from .torchscript import cmake_build
+
+    return cmake_build("aoti_app", CSRC_DIR / "aoti_app") / "aoti_app"
+
+
+def run_aoti_app(package_path, inputs, *, libraries=(), check=True) -> subprocess.CompletedProcess:
+    """Run the C++ program on a .pt2 package.
+
+    `inputs` (the model's input tensors) is written with torch.save next to the package; the program
+    dlopens `libraries` in order, runs the package and writes the outputs (a list of tensors, read
+    back with `read_outputs`). Paths in its messages are printed relative to the repository.
+    """
+    import torch
+
+    package_path = Path(package_path)
+    inputs_path = package_path.with_suffix(".in.pt")
+    torch.save(list(inputs), inputs_path)
+    output_path = package_path.with_suffix(".out.pt")
+    output_path.unlink(missing_ok=True)
+    command = [str(aoti_app()), str(package_path), str(inputs_path), str(output_path), *map(str, libraries)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO_ROOT)
+    result.stdout, result.stderr = strip_repo(result.stdout), strip_repo(result.stderr)
+    if check and result.returncode != 0:
+        raise RuntimeError(f"aoti_app failed (exit code {result.returncode}):\n{result.stderr.strip()}")
+    return result
+
+
+def read_outputs(package_path) -> list:
+    """The tensors the C++ program wrote for `package_path`."""
+    import torch
+    from torch.jit import _pickle
+
+    # torch::pickle_save writes a typed list (build_tensorlist): allow that builder in torch.load.
+    with torch.serialization.safe_globals([_pickle.build_tensorlist]):
+        return list(torch.load(Path(package_path).with_suffix(".out.pt")))
