@@ -1,0 +1,51 @@
+"""setuptools build of wb_scatter_stable: the scatter ops against the LibTorch stable ABI, as one
+wheel for every CPython >= 3.10 (abi3) and every torch >= 2.10 (stable ABI).
+
+    pip wheel --no-build-isolation --no-deps -w dist ./csrc/scatter_stable
+
+Two promises, two switches:
+- py_limited_api=True: torch's BuildExtension then compiles with -DPy_LIMITED_API=0x030A0000 (its
+  `min_supported_cpython`, CPython 3.10) and links without libtorch_python; the bdist_wheel option
+  below tags the wheel cp310-abi3 to match. The library includes no Python header at all: its ops
+  reach Python through the dispatcher, not through a Python module.
+- -DTORCH_TARGET_VERSION=0x020a000000000000: build for the stable ABI of torch 2.10 and later. With
+  it defined, every non-stable torch header (ATen, c10, torch/library.h) is an #error, and stable
+  APIs newer than 2.10 are hidden, so the library can only use what libtorch 2.10 already offers.
+"""
+from pathlib import Path
+
+from setuptools import setup
+from torch.utils.cpp_extension import BuildExtension, CppExtension
+
+HERE = Path(__file__).resolve().parent
+TORCH_TARGET_VERSION = "0x020a000000000000"  # [major 2][minor 10][patch 0][abi tag 0], one byte each from the top
+PYTHON_ABI = "cp310"                          # matches cpp_extension's min_supported_cpython (0x030A0000)
+
+extension = CppExtension(
+    # Loaded with torch.ops.load_library: it registers ops and defines no Python module.
+    name="wb_scatter_stable._C",
+    sources=["scatter_stable.cpp", "cpu/scatter_cpu.cpp"],  # relative to setup.py, as setuptools wants
+    # -g0: setuptools adds -g, which only makes the build slower here. No -fopenmp: the stable
+    # parallel_for runs on libtorch's own thread pool.
+    extra_compile_args=["-O3", "-g0", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"],
+    py_limited_api=True,
+)
+
+# Inside the workbook, keep build products in the repository's git-ignored build/ folder.
+repository = HERE.parent.parent
+options = {"bdist_wheel": {"py_limited_api": PYTHON_ABI}}
+if (repository / "workbook").is_dir():
+    options["build"] = {"build_base": str(repository / "build" / "stable" / "setuptools")}
+
+setup(
+    name="wb-scatter-stable",
+    version="0.1.0",
+    description="scatter_sum/mean/min/max on the LibTorch stable ABI (Extending PyTorch workbook)",
+    packages=["wb_scatter_stable"],
+    ext_modules=[extension],
+    cmdclass={"build_ext": BuildExtension},
+    install_requires=["torch>=2.10"],
+    python_requires=">=3.10",
+    options=options,
+    zip_safe=False,
+)

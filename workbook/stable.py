@@ -1,0 +1,227 @@
+"""The scatter ops on the LibTorch stable ABI (csrc/scatter_stable): build, load, and what it costs.
+
+    from workbook import stable
+    ops = stable.load()                  # torch.ops.wb_scatter_stable; builds the wheel the first time
+    out = ops.scatter_sum(src, index, 0, None)
+    stable.wheel_tag()                   # 'cp310-abi3-linux_x86_64': one wheel for CPython >= 3.10
+    stable.compile_times()               # seconds per translation unit, stable vs ATen, from ninja's logs
+    stable.cold_compile_times("stable")  # compile each TU again, ccache off, in a throw-away folder
+    stable.run_times()                   # stable vs ATen scatter_sum/mean/max on 10^6 float32 elements
+
+Building (`install`, called by `load`): `pip wheel --no-build-isolation --no-deps` writes
+build/stable/dist/wb_scatter_stable-0.1.0-cp310-abi3-linux_x86_64.whl (setuptools' objects and ninja
+log stay in build/stable/setuptools/), and `pip install --target build/stable/site` unpacks it into a
+private folder, never the project's environment. A hash of csrc/scatter_stable/'s files is stored
+with the install: an unchanged source tree is neither rebuilt nor reinstalled (~0.1 s), an edit
+rebuilds (~15 s with ccache off, much less with hits). `load()` puts build/stable/site on sys.path
+and imports `wb_scatter_stable`, whose __init__ loads the library and registers the ops' fake
+kernels and autograd in Python (the stable ABI has no C++ autograd). The stable namespace differs
+from the ATen one (`wb_scatter`), so both libraries can be loaded in one process.
+
+Public names:
+    SOURCE, DIST, SITE          csrc/scatter_stable, build/stable/dist, build/stable/site
+    install() -> Path           build (when the sources changed) and install; returns SITE
+    load()                      install + import; returns torch.ops.wb_scatter_stable
+    wheel_path() -> Path        the built wheel
+    wheel_tag() -> str          its tag, '<python>-<abi>-<platform>', e.g. 'cp310-abi3-linux_x86_64'
+    library_dependencies() -> list[str]   the shared libraries the op library links (ldd's names):
+                                libtorch_cpu/libc10, no libtorch_python, no libpython
+    ninja_log_times(folder) -> dict[str, float]   seconds per object file of the last build in
+                                `folder` (its .ninja_log: start and end ms per output)
+    compile_times() -> dict[str, dict[str, float]]   {"stable": {TU: s}, "aten": {TU: s}} read from
+                                the ninja logs of the stable wheel build and of the ATen JIT build
+                                (build/torch_extensions/wb_scatter); no compiling. Beware: a log
+                                records the last build, which may have been a ccache hit (~0.5 s).
+    cold_compile_times(which) -> dict[str, float]   which = "stable" or "aten": re-runs each TU's
+                                compile command from that build's ninja file (`ninja -t compdb`)
+                                with CCACHE_DISABLE=1 and the object written to a temporary
+                                folder, one TU after the other; seconds per TU. The build must
+                                exist (load() / workbook.scatter.load() first).
+    run_times(n=10**6, groups=1000) -> list[dict]   one row per op (sum, mean, max): ATen and stable
+                                seconds per call (median, torch.utils.benchmark via workbook.bench)
+                                and the ratio stable/aten, on the same float32 input, dim_size given.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import BUILD_DIR, REPO_ROOT
+from . import build
+
+SOURCE = REPO_ROOT / "csrc" / "scatter_stable"
+STABLE_BUILD = BUILD_DIR / "stable"
+DIST = STABLE_BUILD / "dist"
+SITE = STABLE_BUILD / "site"
+SETUPTOOLS_BUILD = STABLE_BUILD / "setuptools"  # build_base in csrc/scatter_stable/setup.py
+ATEN_BUILD = build.EXTENSIONS_DIR / "wb_scatter"  # workbook.scatter's JIT build
+_STAMP = SITE / ".source-hash"
+
+_ops = None
+
+
+def _source_hash() -> str:
+    digest = hashlib.sha256()
+    for path in sorted(SOURCE.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(str(path.relative_to(SOURCE)).encode())
+            digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def _run(command, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise build.BuildError(f"`{' '.join(map(str, command))}` failed (exit {result.returncode}):\n{tail}")
+    return result
+
+
+def wheel_path() -> Path:
+    found = sorted(DIST.glob("wb_scatter_stable-*.whl"))
+    if not found:
+        raise FileNotFoundError(f"no wb_scatter_stable wheel in {DIST}: run workbook.stable.install() first")
+    return found[-1]
+
+
+def wheel_tag() -> str:
+    """'<python tag>-<abi tag>-<platform tag>' from the wheel's file name (PEP 427)."""
+    return "-".join(wheel_path().stem.split("-")[-3:])
+
+
+def install() -> Path:
+    """Build the wheel and install it into SITE, unless SITE already holds this source tree's build."""
+    with build.exclusive("wb_scatter_stable"):
+        digest = _source_hash()
+        if _STAMP.exists() and _STAMP.read_text() == digest and list(DIST.glob("*.whl")):
+            return SITE
+        build.ensure_ninja_on_path()
+        shutil.rmtree(DIST, ignore_errors=True)
+        pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
+        _run(pip + ["wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", str(DIST), str(SOURCE)],
+             cwd=REPO_ROOT, env=dict(os.environ, LC_ALL="C"))
+        shutil.rmtree(SITE, ignore_errors=True)  # nothing stale from an earlier install survives
+        _run(pip + ["install", "--no-deps", "--target", str(SITE), str(wheel_path())])
+        _STAMP.write_text(digest)
+        return SITE
+
+
+def load():
+    """Install (when needed) and import wb_scatter_stable; returns torch.ops.wb_scatter_stable."""
+    global _ops
+    if _ops is None:
+        import torch
+
+        install()
+        if str(SITE) not in sys.path:
+            sys.path.insert(0, str(SITE))
+        import wb_scatter_stable  # noqa: F401  (loads the library, registers fake kernels and autograd)
+
+        _ops = torch.ops.wb_scatter_stable
+    return _ops
+
+
+def library_dependencies() -> list[str]:
+    """The shared libraries the installed op library needs (names from `ldd`, torch's and the system's)."""
+    library = next((SITE / "wb_scatter_stable").glob("_C*.so"))
+    lines = _run(["ldd", str(library)]).stdout.splitlines()
+    return sorted(line.split()[0] for line in lines if line.strip() and "=>" in line)
+
+
+# ---- compile times ---------------------------------------------------------------------------
+
+def ninja_log_times(folder) -> dict[str, float]:
+    """Seconds per output of the last build recorded in `folder`/.ninja_log, keyed by file name.
+
+    Each line of a v5+ log is `start_ms end_ms mtime output hash`; a rebuilt output appears again
+    further down, so the last line for an output wins. Linking is included (the .so's line).
+    """
+    log = Path(folder) / ".ninja_log"
+    if not log.exists():
+        return {}
+    times = {}
+    for line in log.read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        start, end, _, output, *_ = line.split("\t")
+        times[Path(output).name] = (int(end) - int(start)) / 1000
+    return times
+
+
+def _ninja_folder(which: str) -> Path:
+    if which == "aten":
+        return ATEN_BUILD
+    if which == "stable":
+        found = sorted(SETUPTOOLS_BUILD.glob("temp.*/build.ninja"))
+        if found:
+            return found[-1].parent
+        return SETUPTOOLS_BUILD / "temp.missing"
+    raise ValueError(f"which must be 'stable' or 'aten', got {which!r}")
+
+
+def compile_times() -> dict[str, dict[str, float]]:
+    """Per-TU seconds of the last stable and ATen builds, from their ninja logs (nothing is compiled)."""
+    return {which: ninja_log_times(_ninja_folder(which)) for which in ("stable", "aten")}
+
+
+def _compile_commands(folder: Path) -> list[dict]:
+    ninja = build.ensure_ninja_on_path()
+    if ninja is None or not (folder / "build.ninja").exists():
+        raise FileNotFoundError(f"no build.ninja in {folder}: build it first (workbook.stable.load() for "
+                                "'stable', workbook.scatter.load() for 'aten')")
+    out = _run([ninja, "-C", str(folder), "-t", "compdb"]).stdout
+    return [entry for entry in json.loads(out) if entry["file"].endswith((".cpp", ".cu"))]
+
+
+def cold_compile_times(which: str) -> dict[str, float]:
+    """Compile each TU of a build again with ccache disabled, into a throw-away folder; seconds per TU.
+
+    The command is the build's own (flags, includes, defines), only the object goes elsewhere, so
+    the build folder and its ninja state are untouched. TUs are compiled one at a time: each number
+    is one compiler process on an otherwise idle core (if the machine is).
+    """
+    times = {}
+    env = dict(os.environ, CCACHE_DISABLE="1", LC_ALL="C")
+    with tempfile.TemporaryDirectory(prefix="wb_cold_compile_") as scratch:
+        for entry in _compile_commands(_ninja_folder(which)):
+            words = shlex.split(entry["command"])
+            words[words.index("-o") + 1] = str(Path(scratch) / (Path(entry["file"]).name + ".o"))
+            started = time.perf_counter()
+            _run(words, cwd=entry["directory"], env=env)
+            times[Path(entry["file"]).name] = time.perf_counter() - started
+    return times
+
+
+# ---- run times -------------------------------------------------------------------------------
+
+def run_times(n: int = 10**6, groups: int = 1000, seed: int = 0) -> list[dict]:
+    """ATen vs stable scatter_sum/mean/max on one float32 src of n elements, `groups` groups.
+
+    Both libraries are loaded in this process (different namespaces). dim_size is given, so neither
+    op scans the index for its maximum. Seconds are medians (workbook.bench.best_of_rounds).
+    """
+    import torch
+
+    from . import bench, scatter
+
+    aten, stable = scatter.load(), load()
+    generator = torch.Generator().manual_seed(seed)
+    env = {"aten": aten, "stable": stable, "src": torch.randn(n, generator=generator),
+           "index": torch.randint(0, groups, (n,), generator=generator), "groups": groups}
+    rows = []
+    for op in ("sum", "mean", "max"):
+        times = bench.best_of_rounds({
+            "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
+            "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
+        })
+        rows.append({"op": f"scatter_{op}", "aten_s": times["aten"], "stable_s": times["stable"],
+                     "stable/aten": times["stable"] / times["aten"]})
+    return rows
