@@ -20,6 +20,9 @@ API (used by chapter 02, tests/test_lltm.py and the benchmark):
                             dtype=torch.float32, requires_grad=True, seed=0)
     new_h, new_cell = lltm.lltm_python(*args)   # reference: torch functions, autograd backward
     new_h, new_cell = lltm.lltm_cpp(*args)      # C++ forward and backward (LLTMFunction.apply)
+    new_h, new_cell = lltm.lltm_op(*args)       # the op itself, torch.ops.wb_lltm.lltm_forward:
+                                                # differentiable, and torch.compile/export-ready
+    library = lltm.ops_library()                # the ops as a library without Python, for C++ programs
     cell = lltm.LLTMCpp(32, 128)                # nn.Modules with identical parameters/init;
     cell = lltm.LLTMPython(32, 128)             # cell(input, (old_h, old_cell)) -> (new_h, new_cell)
 
@@ -36,7 +39,8 @@ from torch.nn import functional as F
 from . import CSRC_DIR, build
 
 EXTENSION_NAME = "wb_lltm"  # also the TORCH_LIBRARY namespace: torch.ops.wb_lltm.*
-CPP_SOURCES = ["csrc/lltm/lltm.cpp", "csrc/lltm/cpu/lltm_cpu.cpp"]
+# The schema, the pybind11 bindings and the CPU kernels (ops_library() builds all but the bindings).
+CPP_SOURCES = ["csrc/lltm/lltm.cpp", "csrc/lltm/lltm_python.cpp", "csrc/lltm/cpu/lltm_cpu.cpp"]
 
 
 def cpu_flags() -> list[str]:
@@ -70,7 +74,8 @@ def cuda_source_paths() -> list[str]:
 def load_extension():
     """Build (when sources changed) and import the `wb_lltm` extension; cached per process.
 
-    Importing it also registers the ops torch.ops.wb_lltm.lltm_forward / lltm_backward.
+    Importing it also registers the ops torch.ops.wb_lltm.lltm_forward / lltm_backward, and this
+    function then adds their Python parts (`register_fake_kernels_and_autograd`).
     """
     global _extension
     if _extension is None:
@@ -81,7 +86,105 @@ def load_extension():
             extra_cflags=EXTRA_CFLAGS,
             extra_cuda_cflags=["-O2"],
         )
+        register_fake_kernels_and_autograd()
     return _extension
+
+
+def ops_library():
+    """Build the ops as a plain shared library (schema + CPU kernels, no Python) with CMake; return its path.
+
+    For C++ programs (dlopen it, or link it with -Wl,--no-as-needed). It is not loaded here: this
+    process may hold the extension module already, and a second registration of the namespace
+    wb_lltm would abort the process.
+    """
+    from .torchscript import cmake_build
+
+    simd_flags = [flag for flag in cpu_flags() if not flag.startswith("-O")]  # CMake's Release sets -O
+    build_dir = cmake_build("wb_lltm_ops", CSRC_DIR / "lltm", options={"WB_LLTM_CPU_FLAGS": ";".join(simd_flags)})
+    return build_dir / "libwb_lltm_ops.so"
+
+
+# ---- Python parts of the ops: fake kernels and autograd ----------------------------------------
+# Registered from Python rather than as C++ Meta kernels: a fake kernel only computes output shapes,
+# and under torch.compile(dynamic=True) those shapes are symbolic (SymInt). Python arithmetic on
+# them needs no special care, while a C++ Meta kernel would need SymInt-aware twins of every size
+# check in lltm_checks.h. The CPU and CUDA kernels stay the only C++.
+
+_registered = False
+
+
+def _check_dims(op, **tensors):
+    for name, (tensor, dim) in tensors.items():
+        torch._check(tensor.dim() == dim, lambda: f"{op}: {name} must be {dim}-D, got shape {tuple(tensor.shape)}")
+
+
+def _fake_forward(input, weights, bias, old_h, old_cell):
+    _check_dims("lltm_forward", input=(input, 2), weights=(weights, 2), bias=(bias, 1), old_h=(old_h, 2),
+                old_cell=(old_cell, 2))
+    batch_size, input_features = input.shape
+    state_size = old_h.shape[1]
+    # Fresh contiguous tensors of the input's dtype and device, as the kernels return.
+    return (
+        input.new_empty(batch_size, state_size),  # new_h
+        input.new_empty(batch_size, state_size),  # new_cell
+        input.new_empty(batch_size, 3 * state_size),  # gates
+        input.new_empty(batch_size, state_size + input_features),  # X
+    )
+
+
+def _fake_backward(grad_h, grad_cell, new_cell, gates, X, weights):
+    _check_dims("lltm_backward", grad_h=(grad_h, 2), X=(X, 2), weights=(weights, 2))
+    batch_size, state_size = grad_h.shape
+    input_features = X.shape[1] - state_size
+    return (
+        grad_h.new_empty(batch_size, state_size),  # d_old_h
+        grad_h.new_empty(batch_size, input_features),  # d_input
+        grad_h.new_empty(3 * state_size, state_size + input_features),  # d_weights
+        grad_h.new_empty(3 * state_size),  # d_bias
+        grad_h.new_empty(batch_size, state_size),  # d_old_cell
+    )
+
+
+def _forward_setup_context(ctx, inputs, output):
+    weights = inputs[1]
+    _, new_cell, gates, X = output
+    ctx.save_for_backward(new_cell, gates, X, weights)
+    # gates and X are returned for the backward only: no gradient flows back through them, and
+    # marking them says so (a loss computed from them fails loudly instead of getting no gradient).
+    ctx.mark_non_differentiable(gates, X)
+
+
+def _forward_backward(ctx, grad_h, grad_cell, grad_gates, grad_X):
+    d_old_h, d_input, d_weights, d_bias, d_old_cell = torch.ops.wb_lltm.lltm_backward(
+        grad_h, grad_cell, *ctx.saved_tensors)
+    return d_input, d_weights, d_bias, d_old_h, d_old_cell  # one per input of lltm_forward, in order
+
+
+def _backward_setup_context(ctx, inputs, output):
+    pass
+
+
+def _backward_backward(ctx, *grads):
+    raise RuntimeError(
+        "wb_lltm::lltm_backward is not differentiable: the LLTM op has first derivatives only "
+        "(no double backward, create_graph=True or gradgradcheck)")
+
+
+def register_fake_kernels_and_autograd():
+    """Register the fake kernels and the autograd formula of the wb_lltm ops (once per process).
+
+    Needs the ops' schema in this process (load_extension() calls it after loading).
+    """
+    global _registered
+    if _registered:
+        return
+    torch.library.register_fake("wb_lltm::lltm_forward", _fake_forward)
+    torch.library.register_fake("wb_lltm::lltm_backward", _fake_backward)
+    torch.library.register_autograd("wb_lltm::lltm_forward", _forward_backward, setup_context=_forward_setup_context)
+    # Without this the default fallback would let a second derivative come out silently as None.
+    torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward,
+                                    setup_context=_backward_setup_context)
+    _registered = True
 
 
 def make_inputs(batch_size=16, input_features=32, state_size=128, *, dtype=torch.float32,
@@ -141,6 +244,18 @@ def lltm_cpp(input, weights, bias, old_h, old_cell):
     return LLTMFunction.apply(input, weights, bias, old_h, old_cell)
 
 
+def lltm_op(input, weights, bias, old_h, old_cell):
+    """The LLTM cell as one call of the op torch.ops.wb_lltm.lltm_forward -> (new_h, new_cell).
+
+    Differentiable (the autograd formula registered on the op calls lltm_backward) and
+    torch.compile/torch.export-friendly (fake kernels). Call load_extension() once before compiling.
+    """
+    if _extension is None:
+        load_extension()
+    new_h, new_cell, _, _ = torch.ops.wb_lltm.lltm_forward(input, weights, bias, old_h, old_cell)
+    return new_h, new_cell
+
+
 class _LLTMBase(nn.Module):
     def __init__(self, input_features: int, state_size: int):
         super().__init__()
@@ -177,6 +292,6 @@ class LLTMCpp(_LLTMBase):
 
 
 __all__ = [
-    "EXTENSION_NAME", "load_extension", "make_inputs", "lltm_python", "lltm_cpp", "LLTMFunction",
-    "LLTMPython", "LLTMCpp", "cuda_source_paths",
+    "EXTENSION_NAME", "load_extension", "ops_library", "register_fake_kernels_and_autograd", "make_inputs",
+    "lltm_python", "lltm_cpp", "lltm_op", "LLTMFunction", "LLTMPython", "LLTMCpp", "cuda_source_paths",
 ]

@@ -1,7 +1,9 @@
 """Chapters 06 and 07: the TorchScript library (CMake), the C++ example program, and their helpers.
 
     from workbook import torchscript
-    library = torchscript.load_ops()             # build csrc/warp_perspective with CMake, load it
+    library = torchscript.load_ops()             # build csrc/warp_perspective with CMake, load it, and
+                                                 # register its Python parts (fake kernels, autograd,
+                                                 # the fake TensorStack class) for compile/export
     app = torchscript.example_app()              # build csrc/example_app with CMake
     result = torchscript.run_app(app, "model.pt", (image, warp))
 
@@ -93,12 +95,115 @@ def ops_library() -> Path:
 
 
 def load_ops() -> Path:
-    """Build the library and load it into this process (torch.ops.load_library); return its path."""
+    """Build the library and load it into this process (torch.ops.load_library); return its path.
+
+    Also registers the library's Python parts (`register_python_parts`). Safe to call repeatedly.
+    """
     import torch
 
     library = ops_library()
-    torch.ops.load_library(str(library))
+    torch.ops.load_library(str(library))  # loads a given path once per process
+    register_python_parts()
     return library
+
+
+# ---- Python parts of the library: fake kernels, autograd, a fake TensorStack -------------------
+# torch.compile and torch.export trace with fake tensors (shapes, no data), and need each op's fake
+# kernel; here in Python, where symbolic sizes (SymInt) take part in arithmetic like ints.
+
+_python_parts_registered = False
+
+
+def _fake_warp_perspective(image, warp, height, width):
+    import torch
+
+    torch._check(image.dim() in (2, 3), lambda: f"warp_perspective: image must be 2-D or 3-D, got {image.dim()}-D")
+    torch._check(warp.dim() == 2, lambda: f"warp_perspective: warp must be a 3 x 3 matrix, got {tuple(warp.shape)}")
+    return image.new_empty((height, width, *image.shape[2:]))
+
+
+def _fake_warp_perspective_backward(grad, warp, image_height, image_width):
+    return grad.new_empty((image_height, image_width, *grad.shape[2:]))
+
+
+def _warp_setup_context(ctx, inputs, output):
+    image, warp, _, _ = inputs
+    ctx.image_size = (image.shape[0], image.shape[1])
+    ctx.save_for_backward(warp)
+
+
+def _warp_backward(ctx, grad):
+    import torch
+
+    if ctx.needs_input_grad[1]:
+        raise RuntimeError(
+            "workbook_cv::warp_perspective: no gradient with respect to warp (only image is differentiable); "
+            "pass warp.detach() if you need the image's gradient only")
+    (warp,) = ctx.saved_tensors
+    grad_image = None
+    if ctx.needs_input_grad[0]:
+        grad_image = torch.ops.workbook_cv.warp_perspective_backward(grad, warp, *ctx.image_size)
+    return grad_image, None, None, None
+
+
+def _warp_backward_backward(ctx, grad):
+    raise RuntimeError("workbook_cv::warp_perspective_backward is not differentiable (no second derivative "
+                       "of warp_perspective)")
+
+
+def _no_context(ctx, inputs, output):
+    pass
+
+
+class FakeTensorStack:
+    """What torch.export traces in place of a workbook_classes::TensorStack: the same methods, on a
+    Python list of (fake) tensors. Built from the real stack's __obj_flatten__ pairs: ("items", [...])."""
+
+    def __init__(self, items):
+        self._items = list(items)
+
+    @classmethod
+    def __obj_unflatten__(cls, flattened):
+        return cls(**dict(flattened))
+
+    def push(self, item):
+        self._items.append(item)
+
+    def pop(self):
+        return self._items.pop()
+
+    def top(self):
+        return self._items[-1]
+
+    def size(self):
+        return len(self._items)
+
+    def empty(self):
+        return not self._items
+
+    def clone(self):
+        return FakeTensorStack(self._items)
+
+    def items(self):
+        return list(self._items)
+
+
+def register_python_parts() -> None:
+    """Register the fake kernels and autograd of workbook_cv::warp_perspective (and its backward) and
+    the fake class of workbook_classes::TensorStack; once per process, after the library is loaded."""
+    global _python_parts_registered
+    if _python_parts_registered:
+        return
+    import torch
+
+    torch.library.register_fake("workbook_cv::warp_perspective", _fake_warp_perspective)
+    torch.library.register_fake("workbook_cv::warp_perspective_backward", _fake_warp_perspective_backward)
+    torch.library.register_autograd("workbook_cv::warp_perspective", _warp_backward, setup_context=_warp_setup_context)
+    # Registered so that asking for a second derivative raises instead of silently giving None.
+    torch.library.register_autograd("workbook_cv::warp_perspective_backward", _warp_backward_backward,
+                                    setup_context=_no_context)
+    torch._library.register_fake_class("workbook_classes::TensorStack")(FakeTensorStack)
+    _python_parts_registered = True
 
 
 def example_app(variant: str = "no_as_needed") -> Path:

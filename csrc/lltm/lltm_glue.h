@@ -11,9 +11,15 @@
 #include <ATen/ops/mm.h>
 #include <ATen/ops/sum.h>
 
-#include <vector>
+#include <tuple>
 
 namespace wb_lltm {
+
+// What the ops return (the schema in lltm.cpp): a fixed number of tensors, so a std::tuple.
+// lltm_forward: new_h, new_cell, gates, X.
+using ForwardOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// lltm_backward: d_old_h, d_input, d_weights, d_bias, d_old_cell.
+using BackwardOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 
 // Forward: gates = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
 struct ForwardTensors {
@@ -24,7 +30,7 @@ struct ForwardTensors {
   at::Tensor new_h, new_cell;  // the kernel's outputs, uninitialised
 
   // What lltm_forward returns: the new state, then what lltm_backward needs besides the weights.
-  std::vector<at::Tensor> outputs() const { return {new_h, new_cell, gates, X}; }
+  ForwardOutputs outputs() const { return {new_h, new_cell, gates, X}; }
 };
 
 inline ForwardTensors prepare_forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
@@ -60,14 +66,15 @@ inline BackwardTensors prepare_backward(const at::Tensor& grad_h, const at::Tens
 }
 
 // The pre-activation gates are X @ weights.T + bias, so the gradients of weights, bias and
-// X = [old_h, input] follow from d_gates by two matrix products and a sum.
-inline std::vector<at::Tensor> finish_backward(const BackwardTensors& t, const at::Tensor& X,
-                                               const at::Tensor& weights, int64_t state_size) {
+// X = [old_h, input] follow from d_gates by matrix products and a sum.
+// d_old_h and d_input come from one product each (with the matching columns of weights), not as two
+// views of one d_X: the schema promises outputs that share no memory, and torch.compile relies on it.
+inline BackwardOutputs finish_backward(const BackwardTensors& t, const at::Tensor& X, const at::Tensor& weights,
+                                       int64_t state_size) {
   at::Tensor d_weights = at::mm(t.d_gates.t(), X);  // (3S, S + I)
   at::Tensor d_bias = t.d_gates.sum(/*dim=*/0);      // (3S)
-  at::Tensor d_X = at::mm(t.d_gates, weights);      // (batch, S + I)
-  at::Tensor d_old_h = d_X.narrow(1, 0, state_size);
-  at::Tensor d_input = d_X.narrow(1, state_size, X.size(1) - state_size);
+  at::Tensor d_old_h = at::mm(t.d_gates, weights.narrow(1, 0, state_size));  // (batch, S)
+  at::Tensor d_input = at::mm(t.d_gates, weights.narrow(1, state_size, X.size(1) - state_size));  // (batch, I)
   return {d_old_h, d_input, d_weights, d_bias, t.d_old_cell};
 }
 

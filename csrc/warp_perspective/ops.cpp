@@ -7,8 +7,13 @@
 #include "workbook_ops.h"
 
 TORCH_LIBRARY(workbook_cv, m) {
+  // The fake kernels (output shapes for torch.compile and torch.export) and the autograd formula
+  // are registered from Python, in this module; an error about a missing fake kernel names it.
+  m.set_python_module("workbook.torchscript");
   // `int` in a schema is a 64-bit integer (int64_t in C++), `float` is a double.
   m.def("warp_perspective(Tensor image, Tensor warp, int height, int width) -> Tensor");
+  // The gradient with respect to the image, of the image's size, from the gradient of the output.
+  m.def("warp_perspective_backward(Tensor grad, Tensor warp, int image_height, int image_width) -> Tensor");
 }
 
 namespace workbook_ops {

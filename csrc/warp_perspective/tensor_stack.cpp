@@ -5,6 +5,7 @@
 #include <torch/library.h>
 
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -54,6 +55,13 @@ TORCH_LIBRARY(workbook_classes, m) {
       .def("empty", &TensorStack::empty)
       .def("clone", &TensorStack::clone)
       .def("items", &TensorStack::items)
+      // What torch.export sees of a stack: (name, value) pairs. While tracing, export swaps the object
+      // for a Python fake (workbook/torchscript.py, register_fake_class) rebuilt from these pairs,
+      // whose __obj_unflatten__ takes the same names.
+      .def("__obj_flatten__",
+           [](const c10::intrusive_ptr<TensorStack>& self) {
+             return std::make_tuple(std::make_tuple(std::string("items"), self->items()));
+           })
       // What torch.jit.save writes for a TensorStack (__getstate__) and how torch.jit.load
       // rebuilds one (__setstate__). Without def_pickle, saving a module holding one fails.
       .def_pickle(

@@ -41,7 +41,6 @@
 
 #include <algorithm>
 #include <type_traits>
-#include <vector>
 
 #include "../lltm_checks.h"
 #include "../lltm_glue.h"
@@ -209,9 +208,9 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
   });
 }
 
-std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights,
-                                         const at::Tensor& bias, const at::Tensor& old_h,
-                                         const at::Tensor& old_cell) {
+ForwardOutputs lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights,
+                                const at::Tensor& bias, const at::Tensor& old_h,
+                                const at::Tensor& old_cell) {
   const auto [batch_size, state_size, input_features] =
       check_forward_arguments(input, weights, bias, old_h, old_cell);
   (void)input_features;
@@ -222,9 +221,9 @@ std::vector<at::Tensor> lltm_forward_cpu(const at::Tensor& input, const at::Tens
   return t.outputs();
 }
 
-std::vector<at::Tensor> lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                          const at::Tensor& new_cell, const at::Tensor& gates,
-                                          const at::Tensor& X, const at::Tensor& weights) {
+BackwardOutputs lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                                  const at::Tensor& new_cell, const at::Tensor& gates,
+                                  const at::Tensor& X, const at::Tensor& weights) {
   const auto [batch_size, state_size, input_features] =
       check_backward_arguments(grad_h, grad_cell, new_cell, gates, X, weights);
   (void)input_features;

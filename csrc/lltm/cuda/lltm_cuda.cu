@@ -26,7 +26,6 @@
 #include <torch/library.h>
 
 #include <algorithm>
-#include <vector>
 
 #include "../lltm_checks.h"
 #include "../lltm_glue.h"
@@ -102,9 +101,9 @@ void check_on_cuda(const char* op, const at::Tensor& first, const char* name) {
               first.device());
 }
 
-std::vector<at::Tensor> lltm_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
-                                          const at::Tensor& bias, const at::Tensor& old_h,
-                                          const at::Tensor& old_cell) {
+ForwardOutputs lltm_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
+                                 const at::Tensor& bias, const at::Tensor& old_h,
+                                 const at::Tensor& old_cell) {
   TORCH_CHECK(input.defined(), "lltm_forward: input is an undefined tensor");
   check_on_cuda("lltm_forward", input, "input");
   const auto [batch_size, state_size, input_features] =
@@ -127,9 +126,9 @@ std::vector<at::Tensor> lltm_forward_cuda(const at::Tensor& input, const at::Ten
   return t.outputs();
 }
 
-std::vector<at::Tensor> lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                           const at::Tensor& new_cell, const at::Tensor& gates,
-                                           const at::Tensor& X, const at::Tensor& weights) {
+BackwardOutputs lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                                   const at::Tensor& new_cell, const at::Tensor& gates,
+                                   const at::Tensor& X, const at::Tensor& weights) {
   TORCH_CHECK(grad_h.defined(), "lltm_backward: grad_h is an undefined tensor");
   check_on_cuda("lltm_backward", grad_h, "grad_h");
   const auto [batch_size, state_size, input_features] =
