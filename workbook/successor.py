@@ -67,9 +67,9 @@ def dispatcher_figure():
             axes.text((start[0] + end[0]) / 2 + 0.08, (start[1] + end[1]) / 2, label, fontsize=7.5,
                       color="#444444", va="center")
 
-    box(5, 5.75, 7.4, "Python: torch.ops.wb_scatter.scatter_sum(src, index, 0, None, None)", "#e8eef7")
-    box(5, 4.7, 7.4, "schema (TORCH_LIBRARY): scatter_sum(Tensor src, Tensor index, int dim=-1,\n"
-                     "Tensor(a!)? out=None, int? dim_size=None) -> Tensor", "#f2f2f2", height=0.75)
+    box(5, 5.75, 7.4, "Python: torch.ops.wb_scatter.scatter_sum(src, index, 0, None)", "#e8eef7")
+    box(5, 4.7, 7.4, "schema (TORCH_LIBRARY): wb_scatter::scatter_sum(Tensor src,\n"
+                     "Tensor index, int dim=-1, int? dim_size=None) -> Tensor", "#f2f2f2", height=0.75)
     box(5, 3.6, 7.4, "dispatcher: picks a kernel from the arguments' dispatch keys\n"
                      "(device, requires_grad, fake tensor, ...)", "#fff4d6", height=0.75)
     box(5, 2.5, 6.2, "Autograd kernel (TORCH_LIBRARY_IMPL(..., Autograd, m))\n"
@@ -116,10 +116,15 @@ def _message_passing_class():
 
     from . import scatter
 
+    scatter.load()
+
     class MessagePassing(nn.Module):
         """One round of message passing: every node averages and maxes the messages of its in-edges.
 
-        out[v] = self_weight(x[v]) + mean_{u -> v} message(x[u]) + max_{u -> v} message(x[u])
+        out[v] = relu(self_weight(x[v]) + mean_{u -> v} message(x[u]) + max_{u -> v} message(x[u]))
+
+        The output has one row per node (dim_size = x.shape[0]); a node without in-edges gets zeros
+        from both reductions.
         """
 
         def __init__(self, features: int):
@@ -131,8 +136,8 @@ def _message_passing_class():
             source, target = edge_index[0], edge_index[1]
             messages = self.message(x).index_select(0, source)
             nodes = x.shape[0]
-            mean = scatter.scatter_mean(messages, target, dim=0, dim_size=nodes)
-            maximum, _ = scatter.scatter_max(messages, target, dim=0, dim_size=nodes)
+            mean = torch.ops.wb_scatter.scatter_mean(messages, target, 0, nodes)
+            maximum, _ = torch.ops.wb_scatter.scatter_max(messages, target, 0, nodes)
             return torch.relu(self.self_weight(x) + mean + maximum)
 
     return MessagePassing
