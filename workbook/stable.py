@@ -24,6 +24,8 @@ Public names:
     load()                      install + import; returns torch.ops.wb_scatter_stable
     wheel_path() -> Path        the built wheel
     wheel_tag() -> str          its tag, '<python>-<abi>-<platform>', e.g. 'cp310-abi3-linux_x86_64'
+    error_text(error) -> str    an op's error message without the "function, /path/file.cpp:LINE, " that
+                                STD_TORCH_CHECK puts in front (an absolute path: differs per machine)
     library_dependencies() -> list[str]   the shared libraries the op library links (ldd's names):
                                 libtorch_cpu/libc10, no libtorch_python, no libpython
     ninja_log_times(folder) -> dict[str, float]   seconds per object file of the last build in
@@ -37,15 +39,18 @@ Public names:
                                 with CCACHE_DISABLE=1 and the object written to a temporary
                                 folder, one TU after the other; seconds per TU. The build must
                                 exist (load() / workbook.scatter.load() first).
-    run_times(n=10**6, groups=1000) -> list[dict]   one row per op (sum, mean, max): ATen and stable
-                                seconds per call (median, torch.utils.benchmark via workbook.bench)
-                                and the ratio stable/aten, on the same float32 input, dim_size given.
+    run_times(n=10**6, groups=1000, threads=None) -> list[dict]   one row per op (sum, mean, max):
+                                {"op", "threads", "aten_s", "stable_s", "stable/aten"}: seconds per
+                                call (median, torch.utils.benchmark via workbook.bench) on the same
+                                float32 input, dim_size given; threads=1 for a fair comparison on a
+                                busy machine.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -129,6 +134,14 @@ def load():
     return _ops
 
 
+_CHECK_LOCATION = re.compile(r"^[\w:~<>()]+, \S+:\d+, ")
+
+
+def error_text(error) -> str:
+    """str(error) without the `function, /path/to/file.cpp:LINE, ` prefix STD_TORCH_CHECK adds."""
+    return _CHECK_LOCATION.sub("", str(error), count=1)
+
+
 def library_dependencies() -> list[str]:
     """The shared libraries the installed op library needs (names from `ldd`, torch's and the system's)."""
     library = next((SITE / "wb_scatter_stable").glob("_C*.so"))
@@ -202,11 +215,14 @@ def cold_compile_times(which: str) -> dict[str, float]:
 
 # ---- run times -------------------------------------------------------------------------------
 
-def run_times(n: int = 10**6, groups: int = 1000, seed: int = 0) -> list[dict]:
+def run_times(n: int = 10**6, groups: int = 1000, threads: int | None = None, seed: int = 0) -> list[dict]:
     """ATen vs stable scatter_sum/mean/max on one float32 src of n elements, `groups` groups.
 
     Both libraries are loaded in this process (different namespaces). dim_size is given, so neither
-    op scans the index for its maximum. Seconds are medians (workbook.bench.best_of_rounds).
+    op scans the index for its maximum. Seconds are medians (workbook.bench.best_of_rounds), with
+    `threads` intra-op threads (None: torch's default). On a machine busy with other work, several
+    threads wait for each other's time slices and every op looks alike (~8 ms here); one thread
+    compares the code, not the scheduler.
     """
     import torch
 
@@ -217,11 +233,16 @@ def run_times(n: int = 10**6, groups: int = 1000, seed: int = 0) -> list[dict]:
     env = {"aten": aten, "stable": stable, "src": torch.randn(n, generator=generator),
            "index": torch.randint(0, groups, (n,), generator=generator), "groups": groups}
     rows = []
-    for op in ("sum", "mean", "max"):
-        times = bench.best_of_rounds({
-            "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
-            "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
-        })
-        rows.append({"op": f"scatter_{op}", "aten_s": times["aten"], "stable_s": times["stable"],
-                     "stable/aten": times["stable"] / times["aten"]})
+    saved, bench.THREADS = bench.THREADS, threads
+    try:
+        for op in ("sum", "mean", "max"):
+            times = bench.best_of_rounds({
+                "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
+                "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
+            })
+            rows.append({"op": f"scatter_{op}", "threads": threads or torch.get_num_threads(),
+                         "aten_s": times["aten"], "stable_s": times["stable"],
+                         "stable/aten": times["stable"] / times["aten"]})
+    finally:
+        bench.THREADS = saved
     return rows
