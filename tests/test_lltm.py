@@ -138,6 +138,34 @@ def test_modules_agree_over_a_sequence(ext):
     torch.testing.assert_close(cell_cpp.bias.grad, cell_py.bias.grad)
 
 
+_RUN_OPS_LIBRARY = r"""
+import sys, torch
+from workbook import lltm
+torch.ops.load_library(sys.argv[1])
+args = lltm.make_inputs(3, 4, 5, dtype=torch.float64, seed=11)
+new_h, new_cell, gates, X = torch.ops.wb_lltm.lltm_forward(*args)
+expected = lltm.lltm_python(*args)
+print(torch.allclose(new_h, expected[0]) and torch.allclose(new_cell, expected[1]))
+"""
+
+
+def test_ops_library_has_no_python_and_computes_the_cell():
+    """The CMake-built op library (for C++ programs): no Python symbol in it, and, loaded alone in a
+    fresh process (this one holds the extension, and wb_lltm may be registered once), the same op."""
+    import subprocess
+    import sys
+
+    library = lltm.ops_library()
+    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True,
+                               check=True).stdout.split()
+    assert not [symbol for symbol in undefined if symbol.startswith(("Py", "_Py"))]
+    assert "libpython" not in subprocess.run(["ldd", str(library)], capture_output=True, text=True).stdout
+    result = subprocess.run([sys.executable, "-c", _RUN_OPS_LIBRARY, str(library)], capture_output=True, text=True,
+                            cwd=REPO_ROOT)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+
+
 # --- bad input: a RuntimeError naming the argument, never a crash --------------------------------
 
 def _forward_args(**replace):

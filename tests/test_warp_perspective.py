@@ -149,7 +149,13 @@ def test_jit_and_setuptools_builds_match_opencv():
         assert torchscript.check_in_fresh_process(library) == "shape (40, 50, 3), equal to cv2.warpPerspective: True"
 
 
-def test_tensors_on_a_device_without_a_kernel_are_refused_by_the_dispatcher():
-    """Only a CPU kernel is registered: the dispatcher names the missing backend (chapter 08 adds a Meta one)."""
-    with pytest.raises(RuntimeError, match="workbook_cv::warp_perspective: attempted to run this operator with Meta"):
-        warp_perspective(torch.rand(4, 4, device="meta"), torch.eye(3), 4, 4)
+def test_tensors_of_a_backend_without_a_kernel_are_refused_by_the_dispatcher():
+    """Only a CPU kernel is registered (and the fake one, below): the dispatcher names the missing backend."""
+    with pytest.raises(NotImplementedError, match="Could not run 'workbook_cv::warp_perspective' with arguments "
+                                                  "from the 'SparseCPU' backend"):
+        warp_perspective(torch.rand(4, 4).to_sparse(), torch.eye(3), 4, 4)
+
+
+def test_meta_tensors_get_their_shape_from_the_fake_kernel():
+    result = warp_perspective(torch.rand(4, 6, 3, device="meta"), torch.eye(3), 5, 7)
+    assert result.device.type == "meta" and result.shape == (5, 7, 3) and result.dtype == torch.float32
