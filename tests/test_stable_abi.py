@@ -294,6 +294,13 @@ def test_the_library_needs_neither_libpython_nor_libtorch_python():
     assert not any(name.startswith(("libpython", "libtorch_python")) for name in needed), needed
 
 
+def test_the_library_imports_only_the_c_shim_from_torch():
+    stable_imports, aten_imports = stable.torch_imports("stable"), stable.torch_imports("aten")
+    assert "torch_parallel_for" in stable_imports["c"] and stable_imports["c++"] == []
+    # the ATen build of the same ops, for contrast: C++ symbols of one torch build
+    assert any(name.startswith("c10::") for name in aten_imports["c++"]), aten_imports
+
+
 def test_python_functions_and_reduce_names():
     import wb_scatter_stable as W
 

@@ -28,6 +28,11 @@ Public names:
                                 STD_TORCH_CHECK puts in front (an absolute path: differs per machine)
     library_dependencies() -> list[str]   the shared libraries the op library links (ldd's names):
                                 libtorch_cpu/libc10, no libtorch_python, no libpython
+    torch_imports(which) -> dict[str, list[str]]   which = "stable" or "aten": the symbols the op
+                                library takes from torch's libraries (`nm -D --undefined-only`), as
+                                {"c": [extern "C" shim functions: aoti_torch_*, torch_*],
+                                 "c++": [mangled at::, c10::, torch:: names, demangled]}. The
+                                stable library has no "c++" entry: nothing tied to one torch build.
     ninja_log_times(folder) -> dict[str, float]   seconds per object file of the last build in
                                 `folder` (its .ninja_log: start and end ms per output)
     compile_times() -> dict[str, dict[str, float]]   {"stable": {TU: s}, "aten": {TU: s}} read from
@@ -134,6 +139,14 @@ def load():
     return _ops
 
 
+def _library(which: str) -> Path:
+    if which == "stable":
+        return next((SITE / "wb_scatter_stable").glob("_C*.so"))
+    if which == "aten":
+        return ATEN_BUILD / "wb_scatter.so"
+    raise ValueError(f"which must be 'stable' or 'aten', got {which!r}")
+
+
 _CHECK_LOCATION = re.compile(r"^[\w:~<>()]+, \S+:\d+, ")
 
 
@@ -144,9 +157,18 @@ def error_text(error) -> str:
 
 def library_dependencies() -> list[str]:
     """The shared libraries the installed op library needs (names from `ldd`, torch's and the system's)."""
-    library = next((SITE / "wb_scatter_stable").glob("_C*.so"))
-    lines = _run(["ldd", str(library)]).stdout.splitlines()
+    lines = _run(["ldd", str(_library("stable"))]).stdout.splitlines()
     return sorted(line.split()[0] for line in lines if line.strip() and "=>" in line)
+
+
+def torch_imports(which: str) -> dict[str, list[str]]:
+    """The undefined dynamic symbols of an op library that torch provides: C shim vs C++ names."""
+    undefined = _run(["nm", "-D", "--undefined-only", str(_library(which))]).stdout.split()
+    names = [word.split("@")[0] for word in undefined if word != "U"]
+    c_names = sorted(name for name in names if name.startswith(("aoti_torch_", "torch_")))
+    mangled = [name for name in names if name.startswith(("_ZN2at", "_ZNK2at", "_ZN3c10", "_ZNK3c10", "_ZN5torch", "_ZNK5torch"))]
+    demangled = _run(["c++filt"], input="\n".join(mangled)).stdout.split("\n") if mangled else []
+    return {"c": c_names, "c++": sorted(name for name in demangled if name)}
 
 
 # ---- compile times ---------------------------------------------------------------------------
