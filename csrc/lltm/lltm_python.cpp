@@ -8,11 +8,15 @@
 // The pybind11 functions are thin: they look the op up once, call it, and translate C++ errors
 // into Python exceptions. Calling through the dispatcher (rather than calling the CPU function
 // directly) is what lets one Python binding serve every backend registered now or later.
+// They call the kernels *below* autograd: they are the raw forward and backward that a Python
+// autograd.Function (workbook.lltm.LLTMFunction) puts together, and their outputs never require
+// grad. torch.ops.wb_lltm.lltm_forward is the differentiable route (autograd registered on the op).
 //
 // Headers: pybind11 needs torch's type casters for at::Tensor (torch/csrc/utils/pybind.h) and
 // its error translation (torch/csrc/Exceptions.h). <torch/extension.h> would bring those too, plus
 // the whole C++ frontend (torch::nn, optimizers, data loaders) that this file never uses, and would
 // cost several times the compile time.
+#include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/utils/pybind.h>
@@ -33,6 +37,7 @@ ForwardOutputs forward(const at::Tensor& input, const at::Tensor& weights, const
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("wb_lltm::lltm_forward", "")
                              .typed<ForwardSignature>();
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;  // skip the op's autograd kernel
   return op.call(input, weights, bias, old_h, old_cell);
 }
 
@@ -41,6 +46,7 @@ BackwardOutputs backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, 
   static const auto op = c10::Dispatcher::singleton()
                              .findSchemaOrThrow("wb_lltm::lltm_backward", "")
                              .typed<BackwardSignature>();
+  const at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(grad_h, grad_cell, new_cell, gates, X, weights);
 }
 
