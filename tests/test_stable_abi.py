@@ -4,6 +4,7 @@ Both libraries are loaded in this process: their namespaces differ (wb_scatter_s
 The stable wheel is built once into build/stable/ and reused while csrc/scatter_stable is unchanged.
 """
 import re
+from pathlib import Path
 
 import pytest
 import torch
@@ -318,6 +319,14 @@ def test_ninja_log_times_reads_the_last_entry_of_each_output(tmp_path):
         "0\t500\t2\ta/scatter.o\tf02\n"  # rebuilt later (a ccache hit, say)
     )
     assert stable.ninja_log_times(tmp_path) == {"scatter.o": 0.5, "scatter_cpu.o": 9.0}
+
+
+def test_the_stable_build_targets_torch_2_10_and_python_3_10():
+    commands = stable.compile_commands("stable")
+    assert sorted(Path(entry["file"]).name for entry in commands) == ["scatter_cpu.cpp", "scatter_stable.cpp"]
+    for entry in commands:
+        assert "-DTORCH_TARGET_VERSION=0x020a000000000000" in entry["command"]
+        assert "-DPy_LIMITED_API=0x030A0000" in entry["command"]  # added by torch's BuildExtension
 
 
 def test_compile_times_lists_both_stable_translation_units():

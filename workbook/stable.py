@@ -39,10 +39,13 @@ Public names:
                                 the ninja logs of the stable wheel build and of the ATen JIT build
                                 (build/torch_extensions/wb_scatter); no compiling. Beware: a log
                                 records the last build, which may have been a ccache hit (~0.5 s).
-    cold_compile_times(which) -> dict[str, float]   which = "stable" or "aten": re-runs each TU's
-                                compile command from that build's ninja file (`ninja -t compdb`)
-                                with CCACHE_DISABLE=1 and the object written to a temporary
-                                folder, one TU after the other; seconds per TU. The build must
+    compile_commands(which) -> list[dict]   `ninja -t compdb` of that build: the exact compiler command
+                                of each TU (which = "stable" or "aten")
+    cold_compile_times(which, cpu=False) -> dict[str, float]   which = "stable" or "aten": re-runs
+                                each TU's compile command from that build's ninja file (`ninja -t
+                                compdb`) with CCACHE_DISABLE=1 and the object written to a temporary
+                                folder, one TU after the other; wall seconds per TU (cpu=True: the
+                                compiler's CPU seconds, steadier on a busy machine). The build must
                                 exist (load() / workbook.scatter.load() first).
     run_times(n=10**6, groups=1000, threads=None) -> list[dict]   one row per op (sum, mean, max):
                                 {"op", "threads", "aten_s", "stable_s", "stable/aten"}: seconds per
@@ -56,6 +59,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shlex
 import shutil
 import subprocess
@@ -195,10 +199,9 @@ def _ninja_folder(which: str) -> Path:
     if which == "aten":
         return ATEN_BUILD
     if which == "stable":
+        # setuptools compiles in build_base/temp.<platform>-<python>/, where BuildExtension's ninja runs
         found = sorted(SETUPTOOLS_BUILD.glob("temp.*/build.ninja"))
-        if found:
-            return found[-1].parent
-        return SETUPTOOLS_BUILD / "temp.missing"
+        return found[-1].parent if found else SETUPTOOLS_BUILD
     raise ValueError(f"which must be 'stable' or 'aten', got {which!r}")
 
 
@@ -207,7 +210,9 @@ def compile_times() -> dict[str, dict[str, float]]:
     return {which: ninja_log_times(_ninja_folder(which)) for which in ("stable", "aten")}
 
 
-def _compile_commands(folder: Path) -> list[dict]:
+def compile_commands(which: str) -> list[dict]:
+    """`ninja -t compdb` of a build's C++/CUDA sources: one {directory, command, file, output} per TU."""
+    folder = _ninja_folder(which)
     ninja = build.ensure_ninja_on_path()
     if ninja is None or not (folder / "build.ninja").exists():
         raise FileNotFoundError(f"no build.ninja in {folder}: build it first (workbook.stable.load() for "
@@ -216,23 +221,30 @@ def _compile_commands(folder: Path) -> list[dict]:
     return [entry for entry in json.loads(out) if entry["file"].endswith((".cpp", ".cu"))]
 
 
-def cold_compile_times(which: str) -> dict[str, float]:
+def cold_compile_times(which: str, cpu: bool = False) -> dict[str, float]:
     """Compile each TU of a build again with ccache disabled, into a throw-away folder; seconds per TU.
 
     The command is the build's own (flags, includes, defines), only the object goes elsewhere, so
-    the build folder and its ninja state are untouched. TUs are compiled one at a time: each number
-    is one compiler process on an otherwise idle core (if the machine is).
+    the build folder and its ninja state are untouched. TUs are compiled one at a time. Wall-clock
+    seconds by default; cpu=True gives the compiler's CPU seconds (user + system) instead, which
+    other work on a shared machine changes much less.
     """
     times = {}
     env = dict(os.environ, CCACHE_DISABLE="1", LC_ALL="C")
     with tempfile.TemporaryDirectory(prefix="wb_cold_compile_") as scratch:
-        for entry in _compile_commands(_ninja_folder(which)):
+        for entry in compile_commands(which):
             words = shlex.split(entry["command"])
             words[words.index("-o") + 1] = str(Path(scratch) / (Path(entry["file"]).name + ".o"))
-            started = time.perf_counter()
+            wall, used = time.perf_counter(), _children_cpu_seconds()
             _run(words, cwd=entry["directory"], env=env)
-            times[Path(entry["file"]).name] = time.perf_counter() - started
+            elapsed = _children_cpu_seconds() - used if cpu else time.perf_counter() - wall
+            times[Path(entry["file"]).name] = elapsed
     return times
+
+
+def _children_cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 # ---- run times -------------------------------------------------------------------------------
