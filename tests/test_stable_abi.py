@@ -232,6 +232,12 @@ def test_gradients_equal_the_reference_and_the_aten_ops(op):
     torch.testing.assert_close(grads[0], grads[2])
 
 
+def test_autograd_with_the_schema_defaults():
+    x = torch.tensor([1.0, 4.0, 2.0, 3.0], requires_grad=True)
+    torch.ops.wb_scatter_stable.scatter_mean(x, torch.tensor([0, 1, 1, 0])).sum().backward()  # dim, dim_size omitted
+    assert x.grad.tolist() == [0.5, 0.5, 0.5, 0.5]
+
+
 def test_gradient_of_a_nan_group_goes_to_its_first_nan():
     src = torch.tensor(NAN_SRC, dtype=torch.float64, requires_grad=True)
     values, _ = ours("min", src, torch.tensor(NAN_INDEX), 0, 6)

@@ -18,7 +18,9 @@
 //   wb_scatter_stable/__init__.py;
 // - errors are STD_TORCH_CHECK (a std::runtime_error, which the dispatcher turns into Python's
 //   RuntimeError) instead of TORCH_CHECK;
-// - no Tensor::expand or sizes() printing: broadcasting is done here on strides, by hand.
+// - torch/csrc/stable/ops.h wraps a few dozen ATen ops, not expand, and shapes do not print:
+//   broadcasting is done here on sizes and strides, by hand (torch_call_dispatcher could call
+//   aten::expand by name, at the cost of a boxed call).
 #include "scatter_stable.h"
 
 #include <torch/csrc/stable/library.h>

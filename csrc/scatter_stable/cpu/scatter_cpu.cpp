@@ -4,14 +4,15 @@
 //   at::parallel_for, at::get_num_threads -> torch::stable::parallel_for, get_num_threads (they call
 //       into libtorch through its C shim, so this file needs no -fopenmp);
 //   AT_DISPATCH_ALL_TYPES_AND2            -> THO_DISPATCH_V2 (header-only);
-//   at::zeros / Tensor::to / copy_        -> torch::stable::new_zeros, to, copy_.
+//   at::zeros, at::full, Tensor::to       -> torch::stable::new_zeros, full, to.
 // Threads split the work as in the ATen version: by columns (o, i) when there are as many rows as
 // threads or the output is too large to copy per thread; otherwise by slices of the n elements of
 // a row, each slice reduced into a private copy of the output row, merged in slice order so the
 // first position still wins a tie.
 // An out-of-range index value is not thrown from inside the parallel loop: an exception crossing
-// the C shim arrives as a bare "API call failed" message when targeting torch 2.10. The loops
-// raise a flag and stop; the kernel then finds the first bad value and raises its error.
+// the C shim comes back as a bare "torch_parallel_for(...) API call failed" when targeting torch
+// 2.10 (targeting 2.13 keeps the message, and also prints it to stderr). The loops raise a flag
+// and stop; the kernel then finds the first bad value and raises its error from outside the loop.
 #include "../scatter_stable.h"
 
 #include <torch/csrc/stable/library.h>
