@@ -32,10 +32,11 @@ Public names:
                                 library takes from torch's libraries (`nm -D --undefined-only`), as
                                 {"c": [extern "C" shim functions: aoti_torch_*, torch_*],
                                  "c++": [mangled at::, c10::, torch:: names, demangled]}. The
-                                stable library has no "c++" entry: nothing tied to one torch build.
-    ninja_log_times(folder) -> dict[str, float]   seconds per object file of the last build in
-                                `folder` (its .ninja_log: start and end ms per output)
-    compile_times() -> dict[str, dict[str, float]]   {"stable": {TU: s}, "aten": {TU: s}} read from
+                                stable library's "c++" list is empty: nothing tied to one torch build.
+    ninja_log_times(folder) -> dict[str, float]   seconds per output file name ("scatter_cpu.o"; a
+                                JIT build also logs its link step, "wb_scatter.so") of the last build
+                                in `folder`, from its .ninja_log (start and end ms per output)
+    compile_times() -> dict[str, dict[str, float]]   {"stable": {object: s}, "aten": {object: s}} from
                                 the ninja logs of the stable wheel build and of the ATen JIT build
                                 (build/torch_extensions/wb_scatter); no compiling. Beware: a log
                                 records the last build, which may have been a ccache hit (~0.5 s).
@@ -44,9 +45,10 @@ Public names:
     cold_compile_times(which, cpu=False) -> dict[str, float]   which = "stable" or "aten": re-runs
                                 each TU's compile command from that build's ninja file (`ninja -t
                                 compdb`) with CCACHE_DISABLE=1 and the object written to a temporary
-                                folder, one TU after the other; wall seconds per TU (cpu=True: the
-                                compiler's CPU seconds, steadier on a busy machine). The build must
-                                exist (load() / workbook.scatter.load() first).
+                                folder, one TU after the other; wall seconds per object file name
+                                (compile_times()'s keys); cpu=True: the compiler's CPU seconds,
+                                steadier on a busy machine. The build must exist (load() /
+                                workbook.scatter.load() first).
     run_times(n=10**6, groups=1000, threads=None) -> list[dict]   one row per op (sum, mean, max):
                                 {"op", "threads", "aten_s", "stable_s", "stable/aten"}: seconds per
                                 call (median, torch.utils.benchmark via workbook.bench) on the same
@@ -234,11 +236,11 @@ def cold_compile_times(which: str, cpu: bool = False) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="wb_cold_compile_") as scratch:
         for entry in compile_commands(which):
             words = shlex.split(entry["command"])
-            words[words.index("-o") + 1] = str(Path(scratch) / (Path(entry["file"]).name + ".o"))
+            words[words.index("-o") + 1] = str(Path(scratch) / Path(entry["output"]).name)
             wall, used = time.perf_counter(), _children_cpu_seconds()
             _run(words, cwd=entry["directory"], env=env)
             elapsed = _children_cpu_seconds() - used if cpu else time.perf_counter() - wall
-            times[Path(entry["file"]).name] = elapsed
+            times[Path(entry["output"]).name] = elapsed
     return times
 
 
