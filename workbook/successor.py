@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import os
 import subprocess
+import warnings
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
@@ -204,7 +205,10 @@ def package(exported, name: str) -> Path:
 
     ARTEFACTS.mkdir(parents=True, exist_ok=True)
     path = ARTEFACTS / f"{name}.pt2"
-    return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
+    with warnings.catch_warnings():
+        # torch 2.13's own packaging code trips over a deprecation in torch.utils._pytree.
+        warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
+        return Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
 
 
 def aoti_app() -> Path:

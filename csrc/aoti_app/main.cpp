@@ -67,8 +67,8 @@ int main(int argc, char** argv) {
     for (int i = 4; i < argc; ++i) {
       load_library(argv[i]);
     }
-    torch::inductor::AOTIModelPackageLoader loader(argv[1]);
     const std::vector<at::Tensor> inputs = read_inputs(argv[2]);
+    torch::inductor::AOTIModelPackageLoader loader(argv[1]);
 
     std::vector<at::Tensor> outputs;
     {

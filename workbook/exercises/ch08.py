@@ -95,6 +95,7 @@ def check_no_graph_break(aggregate):
 
     x, edge_index = successor.make_graph(7, 20, 4, seed=3)
     expected = scatter.reference_mean(x[edge_index[0]], edge_index[1], dim=0, dim_size=x.shape[0])
+    aggregate(x, edge_index)  # in eager mode first: an error of its own shows as itself, not as a graph break
     torch._dynamo.reset()
     try:
         # aot_eager traces the function as Inductor would, forward and backward, without generating code.
