@@ -135,11 +135,24 @@ def assert_same(got, expected, what):
         assert same, f"{what}: output {position} differs where {(g != e).nonzero()[:5].tolist()}: {g} vs {e}"
 
 
+def run(namespace, src, index, dim, out, dim_size, reduce):
+    """One op of `namespace`: the functional overload, or (out given) accumulate into a copy of out.
+
+    Returns a tuple: (result,) or (values, argindex); for accumulate, the written copy of out first.
+    """
+    packet = getattr(namespace, f"scatter_{reduce}")
+    if out is None:
+        result = packet(src, index, dim, dim_size)
+        return result if isinstance(result, tuple) else (result,)
+    written = out.clone()
+    argindex = packet.accumulate(src, index, dim, written)
+    return (written,) if argindex is None else (written, argindex)
+
+
 def both(scatter_ops, src, index, dim, out, dim_size, reduce):
-    expected = torch.ops.wb_scatter.scatter_reduce_kernel(
-        src, index, dim, None if out is None else out.clone(), dim_size, reduce)
-    got = scatter_ops.scatter_reduce_kernel(src, index, dim, None if out is None else out.clone(), dim_size, reduce)
-    return got, expected
+    """(emulated CUDA kernel's result, CPU kernel's result)."""
+    return (run(scatter_ops, src, index, dim, out, dim_size, reduce),
+            run(torch.ops.wb_scatter, src, index, dim, out, dim_size, reduce))
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -184,9 +197,9 @@ def test_emulated_scatter_kernel_reports_bad_indices_like_the_cpu(scatter_ops, r
     for index, out, dim_size in [(torch.tensor([0, 1, 7, 1]), None, 3),
                                  (torch.tensor([0, -1, 2, 1]), torch.zeros(3), None)]:
         with pytest.raises(RuntimeError) as expected:
-            torch.ops.wb_scatter.scatter_reduce_kernel(src, index, 0, out, dim_size, reduce)
+            run(torch.ops.wb_scatter, src, index, 0, out, dim_size, reduce)
         with pytest.raises(RuntimeError, match="index value") as got:
-            scatter_ops.scatter_reduce_kernel(src, index, 0, out, dim_size, reduce)
+            run(scatter_ops, src, index, 0, out, dim_size, reduce)
         assert str(got.value).splitlines()[0] == str(expected.value).splitlines()[0]
 
 
@@ -195,7 +208,7 @@ def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
     src = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(10)).requires_grad_()
     index = torch.tensor([0, 1, 0, 2, 2, 2, 4, 0, 1, 4, 4, 1])
     op = getattr(scatter_ops, f"scatter_{reduce}")
-    function = lambda s: (lambda r: r[0] if isinstance(r, tuple) else r)(op(s, index, 0, None, 5))
+    function = lambda s: (lambda r: r[0] if isinstance(r, tuple) else r)(op(s, index, 0, 5))
     assert torch.autograd.gradcheck(function, (src,))
 
 

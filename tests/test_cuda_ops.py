@@ -271,20 +271,35 @@ def test_scatter_random_floats_match_cpu(name):
         torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)  # sums: rounding order differs
 
 
-@pytest.mark.parametrize("reduce", SCATTER_OPS)
-def test_scatter_kernel_op_matches_cpu_including_counts(reduce):
-    """The device-level op returns the counts (mean) and argindex (min/max) that the public ops keep."""
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_accumulate_overload_matches_cpu(name):
+    """The overload behind out=, called directly: out is written in place, min/max return the argindex."""
     src = integer_valued((5, 40, 2), torch.float32, seed=17)
     index = torch.randint(0, 12, (5, 40, 2), generator=torch.Generator().manual_seed(18))
-    kernel = torch.ops.wb_scatter.scatter_reduce_kernel
-    expected = kernel(src, index, 1, None, 14, reduce)
-    got = kernel(src.to(DEVICE), index.to(DEVICE), 1, None, 14, reduce)
-    assert got[0].device.type == torch.device(DEVICE).type
-    if reduce == "sum":
-        assert expected[1] is None and got[1] is None
-        assert_equal((got[0].cpu(),), (expected[0],), "scatter_reduce_kernel sum")
+    accumulate = getattr(torch.ops.wb_scatter, f"scatter_{name}").accumulate
+    expected_out = integer_valued((5, 14, 2), torch.float32, seed=19)
+    got_out = expected_out.to(DEVICE)
+    expected = accumulate(src, index, 1, expected_out)
+    got = accumulate(src.to(DEVICE), index.to(DEVICE), 1, got_out)
+    assert_equal((got_out.cpu(),), (expected_out,), f"scatter_{name}.accumulate out")
+    if name in ("min", "max"):
+        assert_equal((got.cpu(),), (expected,), f"scatter_{name}.accumulate argindex")
     else:
-        assert_equal((got[0].cpu(), got[1].cpu()), expected, f"scatter_reduce_kernel {reduce}")
+        assert got is None and expected is None
+
+
+@pytest.mark.parametrize("name", SCATTER_OPS)
+def test_scatter_opcheck_on_the_device(name):
+    """torch.library.opcheck with device tensors: fake kernels and autograd are device-generic."""
+    generator = torch.Generator().manual_seed(20)
+    src = torch.randn(6, 3, generator=generator).to(DEVICE).requires_grad_()
+    index = torch.tensor([0, 2, 2, 0, 3, 0], device=DEVICE)
+    out = torch.randn(4, 3, generator=generator).to(DEVICE).requires_grad_() * 1  # not a leaf: written in place
+    packet = getattr(torch.ops.wb_scatter, f"scatter_{name}")
+    for overload, args in [(packet.default, (src, index, 0, None)), (packet.default, (src, index, 0, 5)),
+                           (packet.accumulate, (src, index, 0, out))]:
+        results = torch.library.opcheck(overload, args)
+        assert all(result == "SUCCESS" for result in results.values()), (overload, results)
 
 
 @pytest.mark.parametrize("name", SCATTER_OPS)

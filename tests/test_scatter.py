@@ -373,15 +373,28 @@ def test_bad_input_raises_runtime_error_naming_the_argument(op, case):
         call(op)
 
 
-def test_kernel_op_checks_its_own_arguments(ops):
-    with pytest.raises(RuntimeError, match="index must have src's shape"):
-        ops.scatter_reduce_kernel(SRC, INDEX, 0, None, None, "sum")
-    with pytest.raises(RuntimeError, match="reduce must be one of"):
-        ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), 0, None, None, "prod")
-    with pytest.raises(RuntimeError, match=r"dim must be in \[0, 2\)"):
-        ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), -1, None, None, "sum")
-    out, extra = ops.scatter_reduce_kernel(SRC, INDEX[:, None].expand(6, 3), 0, None, None, "sum")
-    assert extra is None and torch.allclose(out, S.reference_sum(SRC, INDEX, 0))
+@pytest.mark.parametrize("op", OPS)
+def test_schemas_declare_what_is_written_and_returned(ops, op):
+    functional = getattr(ops, f"scatter_{op}").default._schema
+    accumulate = getattr(ops, f"scatter_{op}").accumulate._schema
+    assert not functional.is_mutable
+    assert [a.name for a in accumulate.arguments if a.alias_info and a.alias_info.is_write] == ["out"]
+    # accumulate returns nothing (sum, mean) or the fresh argindex (min, max), never an alias of out
+    assert all(r.alias_info is None for r in accumulate.returns)
+    assert len(accumulate.returns) == (1 if op in ("min", "max") else 0)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_accumulate_overload_writes_out_and_returns_only_fresh_tensors(ops, op):
+    out = torch.zeros(4, 3)
+    before = out._version
+    returned = getattr(ops, f"scatter_{op}").accumulate(SRC, INDEX, 0, out)
+    expected = reference(op, SRC, INDEX, 0, out=torch.zeros(4, 3))
+    if op in ("min", "max"):
+        assert torch.equal(out, expected[0]) and torch.equal(returned, expected[1])
+    else:
+        assert returned is None and torch.allclose(out, expected)
+    assert out._version > before  # autograd sees the write
 
 
 def test_scatter_with_reduce_name():

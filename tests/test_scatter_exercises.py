@@ -40,7 +40,9 @@ def _mean_with_backward(backward):
     class Mean(torch.autograd.Function):
         @staticmethod
         def forward(ctx, src, index, dim, dim_size):
-            out, count = scatter.load().scatter_reduce_kernel(src, index, dim, None, dim_size, "mean")
+            ops = scatter.load()
+            out = ops.scatter_mean(src, index, dim, dim_size)
+            count = ops.scatter_sum(torch.ones_like(src), index, dim, out.size(dim))
             ctx.save_for_backward(index, count)
             ctx.dim = dim
             return out

@@ -58,9 +58,22 @@ def test_package_raises_named_errors_and_computes_gradients(site):
     assert printed.splitlines() == ["index must be an integer tensor (int64), got dtype Float", "[0.5, 0.5, 1.0]"]
 
 
+def test_package_registers_fake_kernels_for_torch_compile(site):
+    printed = S.run_python(
+        "import torch, wb_scatter\n"
+        "src = torch.randn(6, 3, requires_grad=True); index = torch.tensor([0, 2, 2, 0, 3, 0])\n"
+        "for overload, args in [(torch.ops.wb_scatter.scatter_sum.default, (src, index, 0, None)),\n"
+        "                       (torch.ops.wb_scatter.scatter_max.accumulate, (src, index, 0, torch.zeros(4, 3)))]:\n"
+        "    print(sorted(set(torch.library.opcheck(overload, args).values())))\n",
+        path=site,
+    )
+    assert printed.splitlines() == ["['SUCCESS']", "['SUCCESS']"]
+
+
 def test_package_without_its_library_says_how_to_build_it(tmp_path):
     (tmp_path / "wb_scatter").mkdir()
-    (tmp_path / "wb_scatter" / "__init__.py").write_text((S.PACKAGE_SOURCE / "wb_scatter" / "__init__.py").read_text())
+    for module in (S.PACKAGE_SOURCE / "wb_scatter").glob("*.py"):  # the Python files, no compiled library
+        (tmp_path / "wb_scatter" / module.name).write_text(module.read_text())
     with pytest.raises(RuntimeError, match="pip install --no-build-isolation"):
         S.run_python("import wb_scatter", path=tmp_path)
 
@@ -73,6 +86,7 @@ def test_cmake_builds_the_library_and_a_program_that_calls_the_ops():
     text = result.stdout
     # scatter_sum of [[1, 2, 3], [4, 5, 6]] with index [0, 1, 0] along dim 1: [[4, 2], [10, 5]]
     assert "scatter_sum(src, index, dim=1):\n  4   2\n 10   5\n" in text
+    assert "scatter_sum.accumulate into ones(2, 2):\n  5   3\n 11   6\n" in text
     assert "argindex (3 = src.size(1) marks the empty group):\n 2  1  3\n 2  1  3\n" in text
     assert "with respect to src:\n 0  1  1\n 0  1  1\n" in text
     assert "a negative index is refused: index value -1" in text

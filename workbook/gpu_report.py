@@ -154,7 +154,8 @@ def main(argv=None) -> int:
     lltm.load_extension()
     scatter.load()
     print(f"built/loaded in {time.perf_counter() - started:.0f} s")
-    for op in ("wb_lltm::lltm_forward", "wb_lltm::lltm_backward", "wb_scatter::scatter_reduce_kernel"):
+    for op in ("wb_lltm::lltm_forward", "wb_lltm::lltm_backward", "wb_scatter::scatter_sum",
+               "wb_scatter::scatter_max.accumulate"):
         has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
         print(f"{op}: CUDA kernel registered: {has_cuda}")
         if not has_cuda:

@@ -6,13 +6,17 @@
     expected, expected_arg = scatter.reference_max(src, index, dim=0, dim_size=5)
 
 The functions have torch_scatter's signature `(src, index, dim=-1, out=None, dim_size=None)`
-and call the compiled `torch.ops.wb_scatter.*` ops; their autograd is C++
-(`torch::autograd::Function` classes in csrc/scatter/scatter.cpp). The `reference_*` functions
-compute the same results with torch's native `scatter_add_`/`scatter_reduce` for tests and checks.
+and call the compiled `torch.ops.wb_scatter.*` ops (the functional overload, or `accumulate` when
+`out` is given); their autograd is C++ (`torch::autograd::Function` classes in
+csrc/scatter/scatter.cpp), their fake kernels Python (csrc/scatter/wb_scatter/ops.py, shared with
+the installed package). The `reference_*` functions compute the same results with torch's native
+`scatter_add_`/`scatter_reduce` for tests and checks.
 """
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import sys
 from pathlib import Path
 
 import torch
@@ -30,6 +34,23 @@ EXTRA_LDFLAGS = ["-fopenmp"]
 _loaded = False
 
 
+def _load_python_half():
+    """csrc/scatter/wb_scatter/ops.py, by path: importing the package would load its own library.
+
+    The module is entered in sys.modules under its name, as an import would: torch.compile looks a
+    traced function's module up there.
+    """
+    path = REPO_ROOT / "csrc" / "scatter" / "wb_scatter" / "ops.py"
+    spec = importlib.util.spec_from_file_location("workbook._wb_scatter_ops", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_python_half = _load_python_half()
+
+
 def cuda_sources() -> list[str]:
     """The CUDA kernels in csrc/scatter/cuda/ (relative paths), when CUDA can be built here."""
     found = sorted(str(p.relative_to(REPO_ROOT)) for p in (REPO_ROOT / "csrc/scatter/cuda").glob("*.cu"))
@@ -37,7 +58,10 @@ def cuda_sources() -> list[str]:
 
 
 def load():
-    """Build (once; later calls and processes reuse the build) and load the wb_scatter op library."""
+    """Build (once; later calls and processes reuse the build) and load the wb_scatter op library.
+
+    Returns `torch.ops.wb_scatter` with kernels, autograd and fake kernels registered.
+    """
     global _loaded
     if not _loaded:
         if _namespace_taken():
@@ -54,6 +78,7 @@ def load():
             extra_cuda_cflags=["-O3"],
             extra_ldflags=EXTRA_LDFLAGS,
         )
+        _python_half.register_fakes()
         _loaded = True
     return torch.ops.wb_scatter
 
@@ -67,26 +92,29 @@ def _namespace_taken() -> bool:
 
 
 def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
-    return load().scatter_sum(src, index, dim, out, dim_size)
+    load()
+    return _python_half.scatter_sum(src, index, dim, out, dim_size)
 
 
 def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
-    return load().scatter_mean(src, index, dim, out, dim_size)
+    load()
+    return _python_half.scatter_mean(src, index, dim, out, dim_size)
 
 
 def scatter_min(src, index, dim=-1, out=None, dim_size=None):
-    return load().scatter_min(src, index, dim, out, dim_size)
+    load()
+    return _python_half.scatter_min(src, index, dim, out, dim_size)
 
 
 def scatter_max(src, index, dim=-1, out=None, dim_size=None):
-    return load().scatter_max(src, index, dim, out, dim_size)
+    load()
+    return _python_half.scatter_max(src, index, dim, out, dim_size)
 
 
 def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
     """torch_scatter's `scatter(..., reduce=...)`: min/max return only the values here too."""
-    ops = {"sum": scatter_sum, "add": scatter_sum, "mean": scatter_mean, "min": scatter_min, "max": scatter_max}
-    result = ops[reduce](src, index, dim, out, dim_size)
-    return result[0] if reduce in ("min", "max") else result
+    load()
+    return _python_half.scatter(src, index, dim, out, dim_size, reduce)
 
 
 # ---- pure-PyTorch reference ---------------------------------------------------------------------

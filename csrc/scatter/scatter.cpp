@@ -1,71 +1,79 @@
 // csrc/scatter/scatter.cpp — the wb_scatter operator library: schema, argument checks, autograd.
 //
-// Public ops (what Python and C++ users call; autograd-aware, device-independent):
+// Ops (what Python and C++ users call):
 //
-//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> (Tensor, Tensor)
-//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
+//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
+//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
+//
+//   and for each an overload that accumulates into a tensor the caller owns (torch_scatter's out=):
+//
+//   wb_scatter::scatter_sum.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()
+//   wb_scatter::scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()
+//   wb_scatter::scatter_min.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
+//   wb_scatter::scatter_max.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //
 //   torch_scatter's semantics: `index` is broadcast against `src` (a 1-D index lines up with `dim`,
-//   a longer one with the leading dimensions; missing trailing dimensions are added), out has
-//   src's shape with size dim_size at `dim` (dim_size = index.max() + 1 when neither out nor
-//   dim_size is given). Groups that receive nothing are 0; min/max also return the argindex, the
-//   position along `dim` of the chosen element, which is src.size(dim) for an empty group.
-//   With out=, the reduction starts from out's values, writes into out and returns it.
-//   They are implemented below as C++ torch::autograd::Function classes, registered for the
-//   CompositeImplicitAutograd key: they run on any device for which the kernel op has a kernel.
+//   a longer one with the leading dimensions; missing trailing dimensions are added), the result
+//   has src's shape with size dim_size at `dim` (dim_size = index.max() + 1 when not given). Groups
+//   that receive nothing are 0; min/max also return the argindex, the position along `dim` of the
+//   chosen element, which is src.size(dim) for an empty group.
+//   accumulate: the reduction starts from out's values and writes into out (the size along dim is
+//   out.size(dim)). The schemas say exactly that: `Tensor(a!) out` is written, and nothing returned
+//   aliases an input (min/max return only the fresh argindex). Such an op is not an "out=" op in
+//   torch's sense (an out= op never reads its out), and torch.compile can functionalize it as it is.
 //
-// Kernel op (device level, no autograd; one implementation per backend):
+// Who implements what:
+//   CPU, CUDA  the kernels (cpu/scatter_cpu.cpp, cuda/scatter_cuda.cu), via register_backend in
+//              scatter.h: argument checks, then the backend's ReduceKernel (contract below).
+//   Autograd   this file: one C++ torch::autograd::Function per op. Its forward re-dispatches to
+//              the op below autograd (the backend kernel of the tensors' device), its backward
+//              computes the gradients with ATen ops.
+//   fake       Python (wb_scatter/ops.py): shapes only, for torch.compile and torch.export. A C++
+//              Meta kernel could not express a result size that depends on index's values.
 //
-//   wb_scatter::scatter_reduce_kernel(Tensor src, Tensor index, int dim, Tensor(a!)? out,
-//                                     int? dim_size, str reduce) -> (Tensor, Tensor)
-//
-//   Implemented with TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) in cpu/scatter_cpu.cpp and
-//   TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) in cuda/scatter_cuda.cu. The C++ kernel signature is
-//     std::tuple<at::Tensor, at::Tensor> (const at::Tensor& src, const at::Tensor& index, int64_t dim,
-//         const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size, c10::string_view reduce)
-//   Contract:
+// ReduceKernel contract (scatter.h):
 //   - src: dim() >= 1; dtype uint8, int8, int16, int32, int64, float16, bfloat16, float32 or
 //     float64; any strides.
 //   - index: int64, on src's device, with exactly src's shape (already broadcast: it may be an
 //     expanded view with stride 0). Values must lie in [0, dim_size).
 //   - dim: already wrapped, 0 <= dim < src.dim().
 //   - out (optional): src's dtype and device, out.size(d) == src.size(d) for every d != dim, any
-//     strides. The reduction starts from its values; the result is written into it and the
-//     returned first tensor IS out (same TensorImpl), so autograd can mark it dirty.
+//     strides. The reduction starts from its values and the result is written into it.
 //   - dim_size (optional): must be None or out.size(dim) when out is given; else >= 0; when
 //     neither is given, index.max() + 1 (0 for an empty index).
-//   - reduce: "sum", "mean", "min" or "max".
-//   Returns (out, extra): out as above (empty groups 0 unless out= was given; integer mean rounds
+//   Returns (out, extra): out as above (empty groups 0 unless out was given; integer mean rounds
 //   down); extra is, for min/max, the int64 argindex of out's shape (first position along dim on
-//   ties; src.size(dim) where no src element won: an empty group, or out='s own value kept), for
-//   mean the int64 count of elements in each group (0 for empty groups), for sum an undefined
-//   tensor (None in Python).
+//   ties; src.size(dim) where no src element won: an empty group, or out's own value kept), for
+//   mean the int64 count of elements in each group (0 for empty groups), for sum undefined.
 //   NaN in min/max propagates, as in torch.amin/amax and torch.scatter_reduce("amin"/"amax"): a
 //   group holding a NaN gives NaN, and its argindex is the position of its first NaN along dim; a
-//   NaN already in out= stays (argindex src.size(dim)). The result depends neither on the order
+//   NaN already in out stays (argindex src.size(dim)). The result depends neither on the order
 //   the elements are visited in nor on the number of threads.
-//   Who checks what: the public ops check what users pass (dim in [-src.dim(), src.dim()), index
-//   an integer tensor broadcastable against src, devices) and broadcast index. Every backend calls
-//   wb_scatter::prepare_scatter (below; device-generic) first, which re-checks dtypes, devices,
-//   shapes, dim, dim_size, out= and reduce, and allocates out (zeros) and extra. The backend's
-//   own loop checks the index *values* while it reads them (negative, or >= dim_size) and raises
-//   an error naming `index`; on such an error an out= tensor may be partly updated (as with
-//   torch's native scatter_add_). Every user error is a TORCH_CHECK naming the argument.
+//   Who checks what: check_and_broadcast (below) checks what users pass (dim in
+//   [-src.dim(), src.dim()), index an integer tensor broadcastable against src, devices) and
+//   broadcasts index. prepare_scatter (below; device-generic), which every backend calls first,
+//   re-checks dtypes, devices, shapes, dim, dim_size and out, and allocates out (zeros) and extra.
+//   The backend's own loop checks the index *values* while it reads them (negative, or >=
+//   dim_size) and raises an error naming `index`; on such an error an accumulate overload's out
+//   may be partly updated (as with torch's native scatter_add_). Every user error is a
+//   TORCH_CHECK naming the argument.
 #include "scatter.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
-#include <ATen/ops/empty.h>
 #include <ATen/ops/full.h>
-#include <ATen/ops/gather.h>
+#include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros.h>
+#include <ATen/ops/zeros_like.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace wb_scatter {
@@ -74,14 +82,6 @@ using at::Tensor;
 using torch::autograd::AutogradContext;
 using torch::autograd::Variable;
 using torch::autograd::variable_list;
-
-Reduce parse_reduce(const std::string& reduce) {
-  if (reduce == "sum") return Reduce::Sum;
-  if (reduce == "mean") return Reduce::Mean;
-  if (reduce == "min") return Reduce::Min;
-  if (reduce == "max") return Reduce::Max;
-  TORCH_CHECK(false, "reduce must be one of \"sum\", \"mean\", \"min\", \"max\", got \"", reduce, "\"");
-}
 
 static bool supported_dtype(at::ScalarType t) {
   switch (t) {
@@ -94,7 +94,7 @@ static bool supported_dtype(at::ScalarType t) {
 }
 
 ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t dim,
-                               const c10::optional<Tensor>& out, c10::optional<int64_t> dim_size,
+                               const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
                                Reduce reduce) {
   TORCH_CHECK(src.defined(), "src is an undefined tensor");
   TORCH_CHECK(src.dim() >= 1, "src must have at least one dimension, got a 0-dimensional tensor");
@@ -105,7 +105,7 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   TORCH_CHECK(index.device() == src.device(), "index is on ", index.device(), " but src is on ",
               src.device(), "; they must be on the same device");
   TORCH_CHECK(dim >= 0 && dim < src.dim(), "dim must be in [0, ", src.dim(),
-              ") for the kernel op (wrap negative dims first), got ", dim);
+              ") for the kernel (wrap negative dims first), got ", dim);
   TORCH_CHECK(index.sizes() == src.sizes(), "index must have src's shape ", src.sizes(),
               " (broadcast it first), got ", index.sizes());
 
@@ -148,17 +148,33 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   return result;
 }
 
-// ---- the public ops' argument checks and torch_scatter's broadcasting rule -------------------
-
-static int64_t wrap_dim(const Tensor& src, int64_t dim) {
+// Sizes are read as SymInts here: under torch.compile the autograd kernels below run on fake
+// tensors whose sizes may be symbols, and plain sizes() would refuse them.
+int64_t wrap_dim(const Tensor& src, int64_t dim) {
   TORCH_CHECK(src.dim() >= 1, "src must have at least one dimension, got a 0-dimensional tensor");
   TORCH_CHECK(dim >= -src.dim() && dim < src.dim(), "dim must be in [", -src.dim(), ", ", src.dim(),
-              ") for src of shape ", src.sizes(), ", got ", dim);
+              ") for src of shape ", src.sym_sizes(), ", got ", dim);
   return dim < 0 ? dim + src.dim() : dim;
 }
 
-static Tensor broadcast_index(const Tensor& index, const Tensor& src, int64_t dim,
-                              const c10::optional<Tensor>& out) {
+Tensor broadcast_index(const Tensor& index, c10::SymIntArrayRef shape, int64_t dim) {
+  const int64_t ndim = static_cast<int64_t>(shape.size());
+  TORCH_CHECK(index.dim() <= ndim, "index has ", index.dim(), " dimensions but src has only ", ndim,
+              "; index must broadcast against src");
+  Tensor view = index;
+  if (view.dim() == 1)  // a 1-D index runs along `dim`
+    for (int64_t d = 0; d < dim; ++d) view = view.unsqueeze(0);
+  while (view.dim() < ndim) view = view.unsqueeze(-1);
+  for (int64_t d = 0; d < ndim; ++d)
+    TORCH_CHECK(view.sym_size(d) == shape[d] || view.sym_size(d) == 1, "index of shape ", index.sym_sizes(),
+                " cannot be broadcast against src of shape ", shape, " along dim ", dim, " (lined up as ",
+                view.sym_sizes(), ", size ", view.sym_size(d), " at dimension ", d, " must be 1 or ", shape[d], ")");
+  return view.expand_symint(shape);
+}
+
+std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& index, int64_t dim,
+                                               const std::optional<Tensor>& out) {
+  dim = wrap_dim(src, dim);
   TORCH_CHECK(!at::isFloatingType(index.scalar_type()) && !at::isComplexType(index.scalar_type()),
               "index must be an integer tensor (int64), got dtype ", index.scalar_type());
   TORCH_CHECK(index.scalar_type() == at::kLong, "index must be an int64 tensor, got dtype ",
@@ -168,59 +184,81 @@ static Tensor broadcast_index(const Tensor& index, const Tensor& src, int64_t di
   if (out.has_value())
     TORCH_CHECK(out->device() == src.device(), "out is on ", out->device(), " but src is on ",
                 src.device(), "; they must be on the same device");
-  TORCH_CHECK(index.dim() <= src.dim(), "index has ", index.dim(), " dimensions but src has only ",
-              src.dim(), "; index must broadcast against src");
-  Tensor view = index;
-  if (view.dim() == 1)  // a 1-D index runs along `dim`
-    for (int64_t d = 0; d < dim; ++d) view = view.unsqueeze(0);
-  while (view.dim() < src.dim()) view = view.unsqueeze(-1);
-  for (int64_t d = 0; d < src.dim(); ++d)
-    TORCH_CHECK(view.size(d) == src.size(d) || view.size(d) == 1, "index of shape ", index.sizes(),
-                " cannot be broadcast against src of shape ", src.sizes(), " along dim ", dim,
-                " (lined up as ", view.sizes(), ", size ", view.size(d), " at dimension ", d,
-                " must be 1 or ", src.size(d), ")");
-  return view.expand(src.sizes());
+  return {dim, broadcast_index(index, src.sym_sizes(), dim)};
 }
 
-// The kernel op, called through the dispatcher: the tensors' device picks the backend.
-static std::tuple<Tensor, Tensor> call_kernel(const Tensor& src, const Tensor& index, int64_t dim,
-                                              const c10::optional<Tensor>& out,
-                                              c10::optional<int64_t> dim_size, c10::string_view reduce) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("wb_scatter::scatter_reduce_kernel", "")
-                       .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
-                                                         const c10::optional<Tensor>&,
-                                                         c10::optional<int64_t>, c10::string_view)>();
-  return op.call(src, index, dim, out, dim_size, reduce);
+// ---- autograd: one torch::autograd::Function per op -------------------------------------------
+// forward() receives the op's arguments, with `out` set for the accumulate overload and `dim_size`
+// for the functional one; backward() returns one gradient per forward argument: undefined tensors
+// for index, dim, dim_size (not differentiable) and for out when none was given.
+// forward() runs no tensor op of its own besides the call below autograd (index is broadcast in
+// backward()): when torch.compile traces the op, whatever forward() computes lands in the graph,
+// and Inductor re-traces the calls of mutating ops expecting to find exactly the op itself.
+
+template <typename Signature>
+static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
+  return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
 }
 
-static std::vector<int64_t> shape_of(AutogradContext* ctx) {
-  return ctx->saved_data["src_shape"].toIntVector();
-}
+// Both overloads of scatter_sum or scatter_mean, called below autograd: the guard takes the
+// Autograd and ADInplaceOrView keys out of this thread's dispatch, so the dispatcher goes on to
+// the kernel of the tensors' backend (CPU, CUDA, or the fake kernel under torch.compile) instead
+// of coming back to the autograd kernel that is calling.
+struct SumLikeOp {
+  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)> functional;
+  c10::TypedOperatorHandle<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
-// ---- autograd: one torch::autograd::Function per op ------------------------------------------
-// forward() receives the same arguments as the op; backward() returns one gradient per forward
-// argument: undefined tensors for index, dim, dim_size (not differentiable) and for out= when
-// none was given.
+  explicit SumLikeOp(const char* name)
+      : functional(find_op<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(name, "")),
+        accumulate(find_op<void(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
+
+  Tensor below_autograd(const Tensor& src, const Tensor& index, int64_t dim, const std::optional<Tensor>& out,
+                        std::optional<int64_t> dim_size) const {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    accumulate.call(src, index, dim, *out);
+    return *out;
+  }
+};
+
+// The same for scatter_min or scatter_max: returns (values, argindex).
+struct ArgReduceOp {
+  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
+                                                      std::optional<int64_t>)> functional;
+  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
+
+  explicit ArgReduceOp(const char* name)
+      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
+                                                      std::optional<int64_t>)>(name, "")),
+        accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
+
+  std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
+                                            const std::optional<Tensor>& out,
+                                            std::optional<int64_t> dim_size) const {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    return {*out, accumulate.call(src, index, dim, *out)};
+  }
+};
 
 class ScatterSum : public torch::autograd::Function<ScatterSum> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const c10::optional<Variable>& out, c10::optional<int64_t> dim_size) {
-    dim = wrap_dim(src, dim);
-    Tensor idx = broadcast_index(index, src, dim, out);
-    Tensor result = std::get<0>(call_kernel(src, idx, dim, out, dim_size, "sum"));
-    ctx->saved_data["dim"] = dim;
+                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+    static const SumLikeOp op("wb_scatter::scatter_sum");
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    ctx->saved_data["dim"] = wrap_dim(src, dim);
+    ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
-    ctx->save_for_backward({idx});
+    ctx->save_for_backward({index});
     if (out.has_value()) ctx->mark_dirty({*out});
     return result;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor& grad = grads[0];
-    Tensor idx = ctx->get_saved_variables()[0];
     int64_t dim = ctx->saved_data["dim"].toInt();
+    Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad : Tensor();  // out + sum: identity
     return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
@@ -230,23 +268,23 @@ class ScatterSum : public torch::autograd::Function<ScatterSum> {
 class ScatterMean : public torch::autograd::Function<ScatterMean> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const c10::optional<Variable>& out, c10::optional<int64_t> dim_size) {
-    dim = wrap_dim(src, dim);
-    Tensor idx = broadcast_index(index, src, dim, out);
-    auto [result, count] = call_kernel(src, idx, dim, out, dim_size, "mean");
-    ctx->saved_data["dim"] = dim;
+                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+    static const SumLikeOp op("wb_scatter::scatter_mean");
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    ctx->saved_data["dim"] = wrap_dim(src, dim);
+    ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
-    ctx->save_for_backward({idx, count});
+    ctx->save_for_backward({index});
     if (out.has_value()) ctx->mark_dirty({*out});
     return result;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor& grad = grads[0];
-    auto saved = ctx->get_saved_variables();
-    const Tensor& idx = saved[0];
-    const Tensor& count = saved[1];
     int64_t dim = ctx->saved_data["dim"].toInt();
+    Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
+    // How many src elements each group averaged (the op returns only the mean, so count again).
+    Tensor count = at::zeros_like(grad, at::kLong).scatter_add_(dim, idx, at::ones_like(idx));
     // Each src element contributed 1/count of its group's mean; its group has count >= 1.
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx).div(count.gather(dim, idx)) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad.div(count.clamp_min(1)) : Tensor();
@@ -258,12 +296,12 @@ template <typename Self>
 class ScatterArgReduce : public torch::autograd::Function<Self> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                               const c10::optional<Variable>& out, c10::optional<int64_t> dim_size) {
+                               const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+    static const ArgReduceOp op(Self::name);
+    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size);
     dim = wrap_dim(src, dim);
-    Tensor idx = broadcast_index(index, src, dim, out);
-    auto [result, arg] = call_kernel(src, idx, dim, out, dim_size, Self::reduce);
     ctx->saved_data["dim"] = dim;
-    ctx->saved_data["src_shape"] = src.sizes();
+    ctx->saved_data["n"] = src.sym_size(dim);
     ctx->saved_data["has_out"] = out.has_value();
     ctx->save_for_backward({arg});
     ctx->mark_non_differentiable({arg});
@@ -275,13 +313,13 @@ class ScatterArgReduce : public torch::autograd::Function<Self> {
     const Tensor& grad = grads[0];
     Tensor arg = ctx->get_saved_variables()[0];
     int64_t dim = ctx->saved_data["dim"].toInt();
-    auto shape = shape_of(ctx);
-    int64_t n = shape[dim];
+    c10::SymInt n = ctx->saved_data["n"].toSymInt();
     Tensor grad_src;
     if (ctx->needs_input_grad(0)) {
       // Route each group's gradient to its winner; empty groups (arg == n) land in an extra slot.
+      std::vector<c10::SymInt> shape = grad.sym_sizes().vec();
       shape[dim] = n + 1;
-      grad_src = at::zeros(shape, grad.options()).scatter_(dim, arg, grad).narrow(dim, 0, n);
+      grad_src = at::zeros_symint(shape, grad.options()).scatter_(dim, arg, grad).narrow_symint(dim, 0, n);
     }
     Tensor grad_out;
     if (ctx->saved_data["has_out"].toBool()) grad_out = grad.masked_fill(arg.ne(n), 0);
@@ -291,51 +329,58 @@ class ScatterArgReduce : public torch::autograd::Function<Self> {
 
 class ScatterMin : public ScatterArgReduce<ScatterMin> {
  public:
-  static constexpr const char* reduce = "min";
+  static constexpr const char* name = "wb_scatter::scatter_min";
 };
 class ScatterMax : public ScatterArgReduce<ScatterMax> {
  public:
-  static constexpr const char* reduce = "max";
+  static constexpr const char* name = "wb_scatter::scatter_max";
 };
 
-Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, const c10::optional<Tensor>& out,
-                   c10::optional<int64_t> dim_size) {
-  return ScatterSum::apply(src, index, dim, out, dim_size);
+// The Autograd kernels: each overload applies its op's Function.
+static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size);
 }
-
-Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, const c10::optional<Tensor>& out,
-                    c10::optional<int64_t> dim_size) {
-  return ScatterMean::apply(src, index, dim, out, dim_size);
+static void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  ScatterSum::apply(src, index, dim, out, std::nullopt);
 }
-
-std::tuple<Tensor, Tensor> scatter_min(const Tensor& src, const Tensor& index, int64_t dim,
-                                       const c10::optional<Tensor>& out, c10::optional<int64_t> dim_size) {
-  auto result = ScatterMin::apply(src, index, dim, out, dim_size);
+static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size);
+}
+static void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  ScatterMean::apply(src, index, dim, out, std::nullopt);
+}
+template <typename F>
+static std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim,
+                                             std::optional<int64_t> dim_size) {
+  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size);
   return {result[0], result[1]};
 }
-
-std::tuple<Tensor, Tensor> scatter_max(const Tensor& src, const Tensor& index, int64_t dim,
-                                       const c10::optional<Tensor>& out, c10::optional<int64_t> dim_size) {
-  auto result = ScatterMax::apply(src, index, dim, out, dim_size);
-  return {result[0], result[1]};
+template <typename F>
+static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  return F::apply(src, index, dim, out, std::nullopt)[1];  // the argindex; out itself was written
 }
 
 }  // namespace wb_scatter
 
 TORCH_LIBRARY(wb_scatter, m) {
-  m.def("scatter_reduce_kernel(Tensor src, Tensor index, int dim, Tensor(a!)? out, int? dim_size, "
-        "str reduce) -> (Tensor, Tensor)");
-  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> Tensor");
-  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) -> Tensor");
-  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) "
-        "-> (Tensor, Tensor)");
-  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, Tensor(a!)? out=None, int? dim_size=None) "
-        "-> (Tensor, Tensor)");
+  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
+  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
+  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_sum.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
+  m.def("scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
+  m.def("scatter_min.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor");
+  m.def("scatter_max.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor");
 }
 
-TORCH_LIBRARY_IMPL(wb_scatter, CompositeImplicitAutograd, m) {
-  m.impl("scatter_sum", &wb_scatter::scatter_sum);
-  m.impl("scatter_mean", &wb_scatter::scatter_mean);
-  m.impl("scatter_min", &wb_scatter::scatter_min);
-  m.impl("scatter_max", &wb_scatter::scatter_max);
+TORCH_LIBRARY_IMPL(wb_scatter, Autograd, m) {
+  using namespace wb_scatter;
+  m.impl("scatter_sum", &scatter_sum);
+  m.impl("scatter_sum.accumulate", &scatter_sum_accumulate);
+  m.impl("scatter_mean", &scatter_mean);
+  m.impl("scatter_mean.accumulate", &scatter_mean_accumulate);
+  m.impl("scatter_min", &arg_reduce<ScatterMin>);
+  m.impl("scatter_min.accumulate", &arg_reduce_accumulate<ScatterMin>);
+  m.impl("scatter_max", &arg_reduce<ScatterMax>);
+  m.impl("scatter_max.accumulate", &arg_reduce_accumulate<ScatterMax>);
 }

@@ -1,4 +1,4 @@
-// csrc/scatter/cpu/scatter_cpu.cpp — the CPU kernel of wb_scatter::scatter_reduce_kernel.
+// csrc/scatter/cpu/scatter_cpu.cpp — the CPU kernels of the wb_scatter ops (contract: ../scatter.cpp).
 //
 // The workbook's own loops (not a call to torch's native scatter ops), run in parallel with
 // at::parallel_for. Every tensor is viewed as [outer, n, inner] around `dim` (src and index:
@@ -264,10 +264,9 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   if (!acc.is_same(out)) out.copy_(acc);
 }
 
-std::tuple<Tensor, Tensor> scatter_reduce_kernel_cpu(const Tensor& src, const Tensor& index, int64_t dim,
-                                                     const std::optional<Tensor>& out,
-                                                     std::optional<int64_t> dim_size, c10::string_view reduce) {
-  Reduce r = parse_reduce(std::string(reduce));
+std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& index, int64_t dim,
+                                              const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
+                                              Reduce r) {
   ScatterOutputs outs = prepare_scatter(src, index, dim, out, dim_size, r);
   TORCH_CHECK(src.device().is_cpu(), "src is on ", src.device(), "; this is the CPU kernel");
 
@@ -279,7 +278,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cpu(const Tensor& src, const Te
   Tensor src_c = src.contiguous();
   Tensor index3 = index_in_geometry(index, g);
 
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_kernel_cpu", [&] {
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_cpu", [&] {
     switch (r) {
       case Reduce::Sum: run<scalar_t, Reduce::Sum>(src_c, index3, g, outs); break;
       case Reduce::Mean: run<scalar_t, Reduce::Mean>(src_c, index3, g, outs); break;
@@ -294,5 +293,5 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cpu(const Tensor& src, const Te
 }  // namespace wb_scatter
 
 TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) {
-  m.impl("scatter_reduce_kernel", &wb_scatter::scatter_reduce_kernel_cpu);
+  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cpu>(m);
 }

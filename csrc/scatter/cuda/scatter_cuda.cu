@@ -1,8 +1,8 @@
-// csrc/scatter/cuda/scatter_cuda.cu — the CUDA kernel of wb_scatter::scatter_reduce_kernel.
+// csrc/scatter/cuda/scatter_cuda.cu — the CUDA kernels of the wb_scatter ops.
 //
 // Contract and schema: ../scatter.cpp; CPU kernel: ../cpu/scatter_cpu.cpp. Results match the CPU
 // kernel's: the same values (up to the rounding order of floating-point sums), the same argindex
-// (the first position along dim on ties; src.size(dim) for an empty group or where out='s own value
+// (the first position along dim on ties; src.size(dim) for an empty group or where out's own value
 // was kept), integer mean rounding down, the same NaN rule (NaN propagates: a group holding a NaN
 // gives NaN, with the argindex of its first NaN along dim, as in torch.amin/amax).
 //
@@ -14,23 +14,23 @@
 //
 //   sum   one pass of atomic adds.
 //   mean  the same, plus an atomic count per output element; then one thread per output element
-//         divides (floor division for integers, nothing for count <= 1: out='s initial value
+//         divides (floor division for integers, nothing for count <= 1: out's initial value
 //         takes part in the sum but not in the count, exactly as on the CPU).
 //   min/max  atomics give the value but not *which* element won. So:
 //         pass 1  atomic min/max of the values into the output. ATen's atomics propagate NaN (a
 //                 NaN value wins, a NaN in memory stays), so a group holding a NaN ends as NaN;
 //         pass 2  every element equal to its group's result (NaN counting as equal to NaN) bids its
 //                 position j with atomicMin on the argindex: the lowest position wins, which is the
-//                 CPU's rule for ties and for NaN (the first NaN). With out=, an element only bids
+//                 CPU's rule for ties and for NaN (the first NaN). With out given (accumulate), an element only bids
 //                 when it beat out's initial value (strictly smaller/larger, or a NaN against a
-//                 number); otherwise out's value was kept (a NaN in out= stays) and the CPU leaves
+//                 number); otherwise out's value was kept (a NaN in out stays) and the CPU leaves
 //                 argindex at src.size(dim);
-//         finish  (no out=) groups nothing landed in become 0.
+//         finish  (functional overloads) groups nothing landed in become 0.
 // float16/bfloat16 accumulate in a float32 buffer, as on the CPU (and atomics on 32-bit floats are
 // native, while 16-bit ones would be compare-and-swap loops).
 //
 // Index values are checked as they are read: an out-of-range one is skipped (never written through)
-// and the lowest offending position is recorded. Only when out= or dim_size was given can a value be
+// and the lowest offending position is recorded. Only when out or dim_size was given can a value be
 // out of range (otherwise dim_size was computed from index.max() and index.min() was checked), and
 // only then is the record read back, which waits for the kernel (one synchronisation), to raise the
 // same error as the CPU. torch's own CUDA scatter ops use a device-side assert instead: no wait, but
@@ -149,7 +149,7 @@ __global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const i
   }
 }
 
-// Pass 2 of min/max: the argindex, lowest winning position. `initial`: out='s values (else null).
+// Pass 2 of min/max: the argindex, lowest winning position. `initial`: out's values (else null).
 template <typename scalar_t, typename acc_t, bool kMax>
 __global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
                                    Geometry g, const acc_t* __restrict__ acc, const acc_t* __restrict__ initial,
@@ -165,7 +165,7 @@ __global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64
   }
 }
 
-// Finish min/max without out=: a group nothing landed in takes 0.
+// Finish min/max of a functional overload: a group nothing landed in takes 0.
 template <typename acc_t>
 __global__ void extreme_finish_kernel(Geometry g, acc_t* acc, const int64_t* __restrict__ arg) {
   WB_GRID_STRIDE_LOOP(p, g.out_numel()) {
@@ -228,10 +228,9 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   if (!acc.is_same(out)) out.copy_(acc);
 }
 
-std::tuple<Tensor, Tensor> scatter_reduce_kernel_cuda(const Tensor& src, const Tensor& index, int64_t dim,
-                                                      const std::optional<Tensor>& out,
-                                                      std::optional<int64_t> dim_size, c10::string_view reduce) {
-  const Reduce r = parse_reduce(std::string(reduce));
+std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& index, int64_t dim,
+                                               const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
+                                               Reduce r) {
   TORCH_CHECK(src.defined(), "src is an undefined tensor");
   TORCH_CHECK(src.is_cuda(), "src is on ", src.device(),
               " but another argument is a CUDA tensor; all arguments must be on the same device");
@@ -254,7 +253,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cuda(const Tensor& src, const T
   int64_t* bad_ptr = check_index ? bad.mutable_data_ptr<int64_t>() : nullptr;
 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
-  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_kernel_cuda", [&] {
+  AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_cuda", [&] {
     switch (r) {
       case Reduce::Sum: run<scalar_t, Reduce::Sum>(src_c, index3, g, outs, bad_ptr, stream); break;
       case Reduce::Mean: run<scalar_t, Reduce::Mean>(src_c, index3, g, outs, bad_ptr, stream); break;
@@ -281,5 +280,5 @@ std::tuple<Tensor, Tensor> scatter_reduce_kernel_cuda(const Tensor& src, const T
 }  // namespace wb_scatter
 
 TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) {
-  m.impl("scatter_reduce_kernel", &wb_scatter::scatter_reduce_kernel_cuda);
+  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cuda>(m);
 }

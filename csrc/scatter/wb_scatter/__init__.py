@@ -4,12 +4,16 @@
     out = wb_scatter.scatter_sum(src, index, dim=0)
     values, argindex = wb_scatter.scatter_max(src, index, dim=0)
 
-The compiled library _C*.so registers the ops torch.ops.wb_scatter.*; this module loads it.
+The compiled library _C*.so registers the ops torch.ops.wb_scatter.* (kernels and autograd, in
+C++); this module loads it, and wb_scatter.ops adds the fake kernels torch.compile needs.
 """
 from pathlib import Path
 
 # torch first: the library needs libtorch's symbols, which importing torch loads into the process.
 import torch
+
+from . import ops
+from .ops import scatter, scatter_max, scatter_mean, scatter_min, scatter_sum
 
 __version__ = "0.1.0"
 __all__ = ["scatter_sum", "scatter_mean", "scatter_min", "scatter_max", "scatter", "library_path"]
@@ -44,30 +48,4 @@ if _namespace_taken():
         "fresh process."
     )
 torch.ops.load_library(str(library_path))
-
-
-def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
-    return torch.ops.wb_scatter.scatter_sum(src, index, dim, out, dim_size)
-
-
-def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
-    return torch.ops.wb_scatter.scatter_mean(src, index, dim, out, dim_size)
-
-
-def scatter_min(src, index, dim=-1, out=None, dim_size=None):
-    return torch.ops.wb_scatter.scatter_min(src, index, dim, out, dim_size)
-
-
-def scatter_max(src, index, dim=-1, out=None, dim_size=None):
-    return torch.ops.wb_scatter.scatter_max(src, index, dim, out, dim_size)
-
-
-def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
-    """One entry point, like torch_scatter.scatter; min/max return only the values."""
-    if reduce in ("sum", "add"):
-        return scatter_sum(src, index, dim, out, dim_size)
-    if reduce == "mean":
-        return scatter_mean(src, index, dim, out, dim_size)
-    if reduce in ("min", "max"):
-        return (scatter_min if reduce == "min" else scatter_max)(src, index, dim, out, dim_size)[0]
-    raise ValueError(f"reduce must be 'sum', 'mean', 'min' or 'max', got {reduce!r}")
+ops.register_fakes()

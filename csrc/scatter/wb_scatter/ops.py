@@ -1,0 +1,130 @@
+"""The Python half of the wb_scatter ops: torch_scatter-style functions and the fake kernels.
+
+This module imports nothing but torch, so that two builds of the same C++ sources share it: the
+installed package (wb_scatter/__init__.py) imports it, and the workbook's JIT build
+(workbook/scatter.py) loads this file by its path. Either calls `register_fakes()` once, after the
+compiled library has defined the ops.
+
+The functions take torch_scatter's arguments `(src, index, dim=-1, out=None, dim_size=None)`
+and pick the overload: without `out`, the functional op (a fresh result); with `out`, the
+`accumulate` overload, which starts from out's values, writes into `out` and returns it.
+"""
+import torch
+
+OPS = ("scatter_sum", "scatter_mean", "scatter_min", "scatter_max")
+
+
+def _ops():
+    return torch.ops.wb_scatter
+
+
+def _check_dim_size(out, dim, dim_size):
+    if dim_size is not None and dim_size != out.size(dim):
+        raise RuntimeError(f"dim_size is {dim_size} but out.size({dim}) is {out.size(dim)}; "
+                           "pass one of them or make them agree")
+
+
+def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
+    if out is None:
+        return _ops().scatter_sum(src, index, dim, dim_size)
+    _check_dim_size(out, dim, dim_size)
+    _ops().scatter_sum.accumulate(src, index, dim, out)
+    return out
+
+
+def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
+    if out is None:
+        return _ops().scatter_mean(src, index, dim, dim_size)
+    _check_dim_size(out, dim, dim_size)
+    _ops().scatter_mean.accumulate(src, index, dim, out)
+    return out
+
+
+def scatter_min(src, index, dim=-1, out=None, dim_size=None):
+    if out is None:
+        return _ops().scatter_min(src, index, dim, dim_size)
+    _check_dim_size(out, dim, dim_size)
+    return out, _ops().scatter_min.accumulate(src, index, dim, out)
+
+
+def scatter_max(src, index, dim=-1, out=None, dim_size=None):
+    if out is None:
+        return _ops().scatter_max(src, index, dim, dim_size)
+    _check_dim_size(out, dim, dim_size)
+    return out, _ops().scatter_max.accumulate(src, index, dim, out)
+
+
+def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
+    """One entry point, like torch_scatter.scatter; min/max return only the values."""
+    functions = {"sum": scatter_sum, "add": scatter_sum, "mean": scatter_mean, "min": scatter_min,
+                 "max": scatter_max}
+    if reduce not in functions:
+        raise ValueError(f"reduce must be 'sum', 'mean', 'min' or 'max', got {reduce!r}")
+    result = functions[reduce](src, index, dim, out, dim_size)
+    return result[0] if reduce in ("min", "max") else result
+
+
+# ---- fake kernels: what torch.compile and torch.export run instead of the C++ kernels ---------
+# A fake kernel sees tensors without data and returns empty tensors with the result's shape,
+# strides and dtype. The C++ kernels return contiguous tensors, so the fakes do too (new_empty).
+
+def _check(src, index, dim, out=None):
+    """The C++ kernels' argument checks that need no values, with the same messages."""
+    torch._check(src.dim() >= 1, lambda: "src must have at least one dimension, got a 0-dimensional tensor")
+    torch._check(-src.dim() <= dim < src.dim(),
+                 lambda: f"dim must be in [{-src.dim()}, {src.dim()}) for src of shape {list(src.shape)}, got {dim}")
+    torch._check(index.dtype == torch.int64, lambda: f"index must be an int64 tensor, got dtype {index.dtype}")
+    torch._check(index.device == src.device,
+                 lambda: f"index is on {index.device} but src is on {src.device}; they must be on the same device")
+    if out is not None:
+        torch._check(out.device == src.device,
+                     lambda: f"out is on {out.device} but src is on {src.device}; they must be on the same device")
+
+
+def _result_shape(src, index, dim, dim_size):
+    _check(src, index, dim)
+    if dim_size is None:
+        # The size is index.max() + 1: it depends on the *values* of index, which a fake tensor
+        # does not have. A new dynamic size is a symbol for "an integer >= 0 known only when the
+        # kernel has run": the compiled graph carries it through instead of specialising on it.
+        # (A C++ Meta kernel cannot do this: it must return a concrete or input-derived size.)
+        dim_size = torch.library.get_ctx().new_dynamic_size()
+    shape = list(src.shape)
+    shape[dim] = dim_size
+    return shape
+
+
+def _fake_sum_or_mean(src, index, dim=-1, dim_size=None):
+    return src.new_empty(_result_shape(src, index, dim, dim_size))
+
+
+def _fake_min_or_max(src, index, dim=-1, dim_size=None):
+    shape = _result_shape(src, index, dim, dim_size)
+    return src.new_empty(shape), src.new_empty(shape, dtype=torch.int64)
+
+
+def _fake_accumulate(src, index, dim, out):
+    """sum/mean: the result is written into out and nothing is returned."""
+    _check(src, index, dim, out)
+
+
+def _fake_arg_accumulate(src, index, dim, out):
+    """min/max: out is written; the argindex is a fresh int64 tensor of out's shape."""
+    _check(src, index, dim, out)
+    return out.new_empty(out.shape, dtype=torch.int64)
+
+
+_registered = False
+
+
+def register_fakes():
+    """Register the fake kernels of every wb_scatter op (once per process; later calls do nothing)."""
+    global _registered
+    if _registered:
+        return
+    for name in OPS:
+        arg_reduce = name in ("scatter_min", "scatter_max")
+        torch.library.register_fake(f"wb_scatter::{name}", _fake_min_or_max if arg_reduce else _fake_sum_or_mean)
+        torch.library.register_fake(f"wb_scatter::{name}.accumulate",
+                                    _fake_arg_accumulate if arg_reduce else _fake_accumulate)
+    _registered = True
