@@ -74,7 +74,7 @@ def build_emulation(topic, sources, **kwargs):
 @pytest.fixture(scope="module")
 def lltm_ops():
     lltm.load_extension()
-    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"])
+    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"], is_python_module=False)  # an op library
     return torch.ops.wb_lltm_emu
 
 
