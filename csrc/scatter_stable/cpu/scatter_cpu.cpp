@@ -107,7 +107,7 @@ bool reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, 
         bad.store(true);
         return false;
       }
-      fold<acc_t, R>(val[k], extra ? extra + k : nullptr, static_cast<acc_t>(s[j]), j, g.n);
+      fold<acc_t, R>(val[k], R == Reduce::Sum ? nullptr : extra + k, static_cast<acc_t>(s[j]), j, g.n);
     }
     return true;
   }
@@ -122,7 +122,7 @@ bool reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, 
       // With g.is2 == 0 (one index value per src row) the whole column range goes to group k.
       const int64_t stop = g.is2 == 0 ? i1 : i + 1;
       acc_t* v = val + k * g.inner;
-      int64_t* e = extra ? extra + k * g.inner : nullptr;
+      int64_t* e = R == Reduce::Sum ? nullptr : extra + k * g.inner;
       if constexpr (R == Reduce::Sum) {
         for (; i < stop; ++i) v[i] += static_cast<acc_t>(row[i]);  // vectorizes
       } else {
