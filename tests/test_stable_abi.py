@@ -179,9 +179,10 @@ def test_integer_mean_rounds_down():
 
 
 def test_half_precision_sums_accumulate_in_float32():
-    # 4096 halves of 1.0 plus one 1.0: in float16 arithmetic the sum would stop growing at 2048
+    # Adding 1.0 to 2048.0 in float16 gives 2048.0 again (its spacing there is 2), so a float16
+    # accumulator stops at 2048; a float32 one reaches 4097, which rounds to 4096 on the way out.
     src = torch.ones(4097, dtype=torch.float16)
-    assert ours("sum", src, torch.zeros(4097, dtype=torch.long)).item() == 4096.0  # 4097 rounds to 4096 in fp16
+    assert ours("sum", src, torch.zeros(4097, dtype=torch.long)).item() == 4096.0
 
 
 # ---- opcheck and autograd --------------------------------------------------------------------
