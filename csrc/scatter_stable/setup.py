@@ -27,7 +27,12 @@ extension = CppExtension(
     sources=["scatter_stable.cpp", "cpu/scatter_cpu.cpp"],  # relative to setup.py, as setuptools wants
     # -g0: setuptools adds -g, which only makes the build slower here. No -fopenmp: the stable
     # parallel_for runs on libtorch's own thread pool.
-    extra_compile_args=["-O3", "-g0", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"],
+    # -fvisibility=hidden: torch::stable and torch::headeronly are hidden namespaces (every
+    # extension keeps its own copy of that code, so extensions built against different torch
+    # versions can share a process); our types, which hold torch::stable::Tensor, follow suit
+    # (else gcc warns), and the library exports nothing: libtorch finds the ops through the
+    # registrations its static initialisers make.
+    extra_compile_args=["-O3", "-g0", "-fvisibility=hidden", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"],
     py_limited_api=True,
 )
 
