@@ -292,6 +292,13 @@ def test_out_of_range_error_names_the_first_bad_value_whatever_the_threads():
 
 # ---- the package -----------------------------------------------------------------------------
 
+def test_an_unchanged_source_tree_is_neither_rebuilt_nor_reinstalled():
+    wheel, library = stable.wheel_path(), next((stable.SITE / "wb_scatter_stable").glob("_C*.so"))
+    before = wheel.stat().st_mtime_ns, library.stat().st_mtime_ns
+    stable.install()
+    assert (wheel.stat().st_mtime_ns, library.stat().st_mtime_ns) == before
+
+
 def test_the_wheel_is_tagged_abi3():
     assert re.fullmatch(r"cp3\d+-abi3-[a-z0-9_]+", stable.wheel_tag()), stable.wheel_tag()
 

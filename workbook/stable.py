@@ -84,10 +84,15 @@ _STAMP = SITE / ".source-hash"
 _ops = None
 
 
+_SOURCE_SUFFIXES = (".cpp", ".h", ".cu", ".py", ".toml")
+
+
 def _source_hash() -> str:
+    """A hash of the package's sources (not of what building writes there: *.egg-info, __pycache__)."""
     digest = hashlib.sha256()
     for path in sorted(SOURCE.rglob("*")):
-        if path.is_file() and "__pycache__" not in path.parts:
+        if (path.suffix in _SOURCE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts
+                and not any(part.endswith(".egg-info") for part in path.parts)):
             digest.update(str(path.relative_to(SOURCE)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
