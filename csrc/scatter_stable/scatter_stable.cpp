@@ -122,7 +122,9 @@ Prepared prepare(const Tensor& src, const Tensor& index, int64_t dim, std::optio
     sizes[d] = src.size(d);
   }
 
-  Prepared p{torch::stable::contiguous(src), index, nullptr, Geometry{1, src.size(dim), 1, 0, 0, 0, 0}, {}};
+  // (is_contiguous is a plain C shim query; contiguous() a boxed call through the dispatcher)
+  Tensor src_c = src.is_contiguous() ? src : torch::stable::contiguous(src);
+  Prepared p{src_c, index, nullptr, Geometry{1, src.size(dim), 1, 0, 0, 0, 0}, {}};
   Geometry& g = p.g;
   for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
   for (int64_t d = dim + 1; d < ndim; ++d) g.inner *= src.size(d);
