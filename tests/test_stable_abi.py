@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from workbook import scatter as S
 from workbook import stable
@@ -112,6 +113,31 @@ def test_every_dtype(op, dtype):
     got = ours(op, src, index, 0, 7)
     assert_same(op, got, reference(op, src, index, 0, 7), "vs reference")
     assert_same(op, got, aten(op, src, index, 0, 7), "vs ATen")
+
+
+@st.composite
+def problems(draw):
+    """A random src (1-3 dims, sizes 0-5), dim, index form (full, 1-D along dim, leading dims), dtype, op."""
+    ndim = draw(st.integers(1, 3))
+    shape = draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim))
+    dim = draw(st.integers(-ndim, ndim - 1))
+    form = draw(st.sampled_from(["full", "1-D", "leading"]))
+    index_shape = {"full": shape, "1-D": [shape[dim]], "leading": shape[: dim % ndim + 1]}[form]
+    groups = draw(st.integers(1, 6))
+    dim_size = draw(st.one_of(st.none(), st.integers(groups, groups + 2)))
+    return dict(shape=shape, dim=dim, index_shape=index_shape, groups=groups, dim_size=dim_size,
+                dtype=draw(st.sampled_from(DTYPES)), op=draw(st.sampled_from(OPS)), seed=draw(st.integers(0, 2**16)))
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(problems())
+def test_random_shapes_dims_and_dtypes_match_the_reference_and_the_aten_ops(p):
+    g = torch.Generator().manual_seed(p["seed"])
+    src = integer_valued(p["shape"], p["dtype"], g)
+    index = torch.randint(0, p["groups"], p["index_shape"], generator=g)
+    got = ours(p["op"], src, index, p["dim"], p["dim_size"])
+    assert_same(p["op"], got, reference(p["op"], src, index, p["dim"], p["dim_size"]), "vs reference")
+    assert_same(p["op"], got, aten(p["op"], src, index, p["dim"], p["dim_size"]), "vs ATen")
 
 
 # Shapes that take each of the CPU kernel's ways of splitting the work between threads.
