@@ -1,7 +1,7 @@
 """Chapter 08, the successor path: torch.library, torch.compile, torch.export and AOTInductor.
 
     from workbook import successor
-    successor.dispatcher_figure()                    # the dispatcher, drawn
+    successor.show_dispatcher()                      # the dispatcher, drawn (a PNG for a notebook)
     successor.kernels_of("wb_scatter::scatter_sum")   # which dispatch keys have a kernel
     layer = successor.MessagePassing(8)               # a graph layer built on the scatter ops
     x, edge_index = successor.make_graph(10, 30, 8)
@@ -47,11 +47,16 @@ def kernels_of(qualname: str) -> list[str]:
 # ---- the dispatcher, drawn ------------------------------------------------------------------------
 
 def dispatcher_figure():
-    """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / Meta / fake kernel."""
-    import matplotlib.pyplot as plt
+    """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / Meta / fake kernel.
+
+    A plain matplotlib Figure, not one registered with pyplot, so a notebook shows it once: as the
+    image `show_dispatcher` returns.
+    """
+    from matplotlib.figure import Figure
     from matplotlib.patches import FancyBboxPatch
 
-    figure, axes = plt.subplots(figsize=(10, 5.6))
+    figure = Figure(figsize=(10, 5.6))
+    axes = figure.add_subplot()
     axes.set_xlim(0, 10)
     axes.set_ylim(0, 6.2)
     axes.axis("off")
@@ -92,6 +97,17 @@ def dispatcher_figure():
                   bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
     figure.tight_layout()
     return figure
+
+
+def show_dispatcher():
+    """The dispatcher figure as a PNG image for a notebook cell's result."""
+    import io
+
+    from IPython.display import Image
+
+    buffer = io.BytesIO()
+    dispatcher_figure().savefig(buffer, format="png", dpi=90)
+    return Image(data=buffer.getvalue())
 
 
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------

@@ -116,9 +116,10 @@ def check_no_graph_break(aggregate):
     expect_close(got_grad, expected_grad, "the gradient of x through the compiled function")
 
 
-@exercise("8.4 export the message-passing layer with dynamic sizes")
+@exercise("8.4 export the message-passing layer for any number of edges")
 def check_export(export_layer):
-    """`export_layer(layer, x, edge_index)` returns an ExportedProgram that runs on graphs of any size."""
+    """`export_layer(layer, x, edge_index)` returns an ExportedProgram that runs on 6-node graphs with any
+    number of edges."""
     import torch
 
     from .. import successor
@@ -126,20 +127,28 @@ def check_export(export_layer):
     torch.manual_seed(0)
     layer = successor.MessagePassing(4).eval()
     x, edge_index = successor.make_graph(6, 15, 4, seed=1)
-    exported = export_layer(layer, x, edge_index)
+    try:
+        exported = export_layer(layer, x, edge_index)
+    except torch._dynamo.exc.UserError as error:
+        if "Constraints violated" not in str(error):
+            raise
+        first_line = str(error).strip().splitlines()[0]
+        raise Mistake(f"torch.export refused the dynamic dimensions you asked for ({first_line}): the node count "
+                      "reaches scatter's `int? dim_size` argument, which specialises it; keep x's size static "
+                      "and make only the number of edges dynamic") from None
     if not isinstance(exported, torch.export.ExportedProgram):
         raise Mistake(f"export_layer should return a torch.export.ExportedProgram, got {type(exported).__name__}")
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
     if not any(target.startswith("wb_scatter.") for target in targets):
         raise Mistake("the exported graph calls no wb_scatter op: export the layer itself")
-    for nodes, edges in [(6, 15), (9, 15), (6, 25), (11, 4)]:
-        x, edge_index = successor.make_graph(nodes, edges, 4, seed=nodes + edges)
+    for edges in [15, 25, 4, 40]:
+        x, edge_index = successor.make_graph(6, edges, 4, seed=edges)
         with torch.no_grad():
             expected = layer(x, edge_index)
         try:
             got = exported.module()(x, edge_index)
         except Exception as error:  # a size the export fixed: the guard says which
             first_line = str(error).strip().splitlines()[0]
-            raise Mistake(f"the exported program refused a graph of {nodes} nodes and {edges} edges "
-                          f"({first_line[:200]}): mark both sizes dynamic") from None
-        expect_close(got, expected, f"the exported program's output for {nodes} nodes and {edges} edges")
+            raise Mistake(f"the exported program refused a graph of 6 nodes and {edges} edges "
+                          f"({first_line[:200]}): mark the number of edges dynamic") from None
+        expect_close(got, expected, f"the exported program's output for {edges} edges")
