@@ -80,11 +80,12 @@ def check_torch() -> Finding:
 def check_compiler() -> Finding:
     compiler = os.environ.get("CXX") or "c++"
     version = _version(_run(compiler, "-dumpfullversion", "-dumpversion"))
-    if version and int(version.split(".")[0]) < 9:
-        return Finding("C++17 compiler", None, "chapters 02–10",
-                       f"{compiler} {version} is too old for C++17: sudo apt-get install g++")
+    # torch 2.13 compiles extensions with -std=c++20 (and its CMake config asks for C++20): g++ 10 or newer.
+    if version and int(version.split(".")[0]) < 10:
+        return Finding("C++20 compiler", None, "chapters 02–10",
+                       f"{compiler} {version} is too old for C++20: sudo apt-get install g++")
     found = f"{Path(shutil.which(compiler) or compiler).name} {version}" if version else None
-    return Finding("C++17 compiler", found, "chapters 02–10", "sudo apt-get install g++")
+    return Finding("C++20 compiler", found, "chapters 02–10", "sudo apt-get install g++")
 
 
 def check_ninja() -> Finding:
