@@ -39,7 +39,8 @@ def _namespace_taken() -> bool:
 
 library_path = _find_library()
 if _namespace_taken():
-    # A second library defining the same namespace would abort the process inside dlopen.
+    # Loading a second copy of the library kills the process inside dlopen (torch 2.13: a warning
+    # about overridden CPU kernels, then SIGSEGV), which no Python code can catch. Refuse instead.
     raise ImportError(
         "the wb_scatter_stable ops are already registered in this process by another copy of the "
         "library; a library namespace can be registered only once per process. Import "
