@@ -351,6 +351,21 @@ def test_python_functions_and_reduce_names():
         W.scatter(SRC, INDEX, reduce="prod")
 
 
+def test_a_second_copy_of_the_library_is_refused_not_loaded(tmp_path):
+    """Loading another copy of the library would kill the process; the package raises ImportError instead."""
+    other_copy = tmp_path / "other_copy.so"
+    other_copy.write_bytes(next((stable.SITE / "wb_scatter_stable").glob("_C*.so")).read_bytes())
+    code = ("import torch\n"
+            f"torch.ops.load_library({str(other_copy)!r})\n"
+            "try:\n"
+            "    import wb_scatter_stable\n"
+            "except ImportError as error:\n"
+            "    print(str(error).split(';')[0])\n")
+    printed = S.run_python(code, path=stable.SITE)
+    assert printed.strip() == ("the wb_scatter_stable ops are already registered in this process by another copy "
+                               "of the library")
+
+
 def test_ninja_log_times_reads_the_last_entry_of_each_output(tmp_path):
     (tmp_path / ".ninja_log").write_text(
         "# ninja log v5\n"
