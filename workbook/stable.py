@@ -11,12 +11,13 @@
 Building (`install`, called by `load`): `pip wheel --no-build-isolation --no-deps` writes
 build/stable/dist/wb_scatter_stable-0.1.0-cp310-abi3-linux_x86_64.whl (setuptools' objects and ninja
 log stay in build/stable/setuptools/), and `pip install --target build/stable/site` unpacks it into a
-private folder, never the project's environment. A hash of csrc/scatter_stable/'s files is stored
-with the install: an unchanged source tree is neither rebuilt nor reinstalled (~0.1 s), an edit
-rebuilds (15-25 s here with ccache off, a few seconds on ccache hits). `load()` puts build/stable/site on sys.path
-and imports `wb_scatter_stable`, whose __init__ loads the library and registers the ops' fake
-kernels and autograd in Python (the stable ABI has no C++ autograd). The stable namespace differs
-from the ATen one (`wb_scatter`), so both libraries can be loaded in one process.
+private folder, never the project's environment. A hash of csrc/scatter_stable/'s sources is
+stored with the install: an unchanged source tree is neither rebuilt nor reinstalled (~0.1 s), an
+edit rebuilds (15-25 s here with ccache off, a few seconds on ccache hits). `load()` puts
+build/stable/site on sys.path and imports `wb_scatter_stable`, whose __init__ loads the library and
+registers the ops' fake kernels and autograd in Python (the stable ABI has no C++ autograd). The
+stable namespace differs from the ATen one (`wb_scatter`), so both libraries can be loaded in one
+process.
 
 Public names:
     SOURCE, DIST, SITE          csrc/scatter_stable, build/stable/dist, build/stable/site
