@@ -43,7 +43,8 @@ def assert_same(op, got, expected, what=""):
         got, expected = (got, None), (expected, None)
     assert got[0].dtype == expected[0].dtype and got[0].shape == expected[0].shape, f"{what}: {got[0]} vs {expected[0]}"
     assert torch.equal(got[0].isnan(), expected[0].isnan()), f"{what}: NaN differs:\n{got[0]}\n{expected[0]}"
-    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), f"{what}: values differ:\n{got[0]}\n{expected[0]}"
+    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), \
+        f"{what}: values differ:\n{got[0]}\n{expected[0]}"
     if expected[1] is not None:
         assert torch.equal(got[1], expected[1]), f"{what}: argindex differs:\n{got[1]}\n{expected[1]}"
 
@@ -158,7 +159,8 @@ def test_each_thread_split_matches_the_reference_with_one_and_two_threads(op, sp
     index = torch.randint(0, groups, shape if len(shape) == 1 or dim else shape[:1], generator=g)
     expected = reference(op, src, index, dim, dim_size)
     for threads in (1, 2):
-        assert_same(op, with_threads(threads, lambda: ours(op, src, index, dim, dim_size)), expected, f"{threads} threads")
+        got = with_threads(threads, lambda: ours(op, src, index, dim, dim_size))
+        assert_same(op, got, expected, f"{threads} threads")
 
 
 # Groups: 0 NaN first, 1 NaN in the middle, 2 NaN last, 3 no NaN, 4 two NaNs, 5 empty.

@@ -178,7 +178,8 @@ def torch_imports(which: str) -> dict[str, list[str]]:
     undefined = _run(["nm", "-D", "--undefined-only", str(_library(which))]).stdout.split()
     names = [word.split("@")[0] for word in undefined if word != "U"]
     c_names = sorted(name for name in names if name.startswith(("aoti_torch_", "torch_")))
-    mangled = [name for name in names if name.startswith(("_ZN2at", "_ZNK2at", "_ZN3c10", "_ZNK3c10", "_ZN5torch", "_ZNK5torch"))]
+    cpp_prefixes = ("_ZN2at", "_ZNK2at", "_ZN3c10", "_ZNK3c10", "_ZN5torch", "_ZNK5torch")  # at::, c10::, torch::
+    mangled = [name for name in names if name.startswith(cpp_prefixes)]
     demangled = _run(["c++filt"], input="\n".join(mangled)).stdout.split("\n") if mangled else []
     return {"c": c_names, "c++": sorted(name for name in demangled if name)}
 
