@@ -61,6 +61,7 @@
 //   TORCH_CHECK naming the argument.
 #include "scatter.h"
 
+#include <ATen/core/LegacyTypeDispatch.h>  // at::AutoDispatchBelowADInplaceOrView
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/aminmax.h>
@@ -68,7 +69,6 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
-#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
