@@ -34,7 +34,7 @@ def cell_package(cell):
     batch = Dim("batch")
     exported = torch.export.export(cell, tuple(cell_inputs(8)),
                                    dynamic_shapes={"input": {0: batch}, "old_h": {0: batch}, "old_cell": {0: batch}})
-    return successor.package(exported, "test_lltm_cell")
+    return successor.package(exported, "lltm_cell")  # the notebook's package: the same program, compiled once
 
 
 def eager(cell, inputs):
@@ -48,6 +48,21 @@ def test_package_runs_in_python_for_any_batch(cell, cell_package):
         inputs = cell_inputs(batch_size)
         for got, expected in zip(loaded(*inputs), eager(cell, inputs)):
             assert torch.equal(got, expected)
+
+
+def test_package_key_follows_the_program_and_its_weights(cell):
+    batch = Dim("batch")
+    dynamic = {"input": {0: batch}, "old_h": {0: batch}, "old_cell": {0: batch}}
+    first = torch.export.export(cell, tuple(cell_inputs(8)), dynamic_shapes=dynamic)
+    again = torch.export.export(cell, tuple(cell_inputs(4)), dynamic_shapes=dynamic)
+    static = torch.export.export(cell, tuple(cell_inputs(8)))
+    other_weights = LLTMCell().eval()
+    with torch.no_grad():
+        other_weights.bias[0] += 1
+    changed = torch.export.export(other_weights, tuple(cell_inputs(8)), dynamic_shapes=dynamic)
+    assert successor.program_key(first) == successor.program_key(again)
+    assert successor.program_key(first) != successor.program_key(static)
+    assert successor.program_key(first) != successor.program_key(changed)
 
 
 def test_cpp_program_runs_the_package(cell, cell_package):
