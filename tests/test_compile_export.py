@@ -5,6 +5,10 @@ from torch.export import Dim
 
 from workbook import lltm, scatter, successor, torchscript
 
+# Compiling a package (when build/ch08 has none yet) runs torch code that calls torch.jit APIs and
+# warns that TorchScript is deprecated; this file uses no TorchScript of its own.
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+
 
 class LLTMCell(torch.nn.Module):
     def __init__(self, input_features=16, state_size=32):
