@@ -93,6 +93,7 @@ def check_no_graph_break(aggregate):
 
     from .. import scatter, successor
 
+    scatter.load()  # the ops the aggregation calls
     x, edge_index = successor.make_graph(7, 20, 4, seed=3)
     expected = scatter.reference_mean(x[edge_index[0]], edge_index[1], dim=0, dim_size=x.shape[0])
     aggregate(x, edge_index)  # in eager mode first: an error of its own shows as itself, not as a graph break
