@@ -47,9 +47,10 @@ def emulated_copy(topic: str, relative: str) -> str:
     """csrc/<topic>/<relative> rewritten for the emulation, under build/src/cuda_emulation/<topic>/."""
     text = (CSRC_DIR / topic / relative).read_text()
     name = f"wb_{topic}"
-    text = text.replace(f"TORCH_LIBRARY({name},", f"TORCH_LIBRARY({name}_emu,")
-    text = text.replace(f"TORCH_LIBRARY_IMPL({name},", f"TORCH_LIBRARY_IMPL({name}_emu,")
-    text = text.replace(f'"{name}::', f'"{name}_emu::')
+    # Every use of the name: the op namespace, the op names in strings, and the C++ namespace too, so
+    # that no symbol of this build (a template's function-local static, say) can merge with the
+    # original build's loaded in the same process.
+    text = re.sub(rf"\b{name}\b", f"{name}_emu", text)
     if relative.endswith(".cu"):
         assert f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)" in text
         text = text.replace(f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)", f"TORCH_LIBRARY_IMPL({name}_emu, CPU, m)")

@@ -194,6 +194,12 @@ std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& 
 // forward() runs no tensor op of its own besides the call below autograd (index is broadcast in
 // backward()): when torch.compile traces the op, whatever forward() computes lands in the graph,
 // and Inductor re-traces the calls of mutating ops expecting to find exactly the op itself.
+// All of it has internal linkage (the unnamed namespace): the function-local statics of a class
+// template would otherwise be one process-wide object shared with any other library built from
+// these sources (the CUDA emulation of chapter 05 is one), and the first to run would decide the op
+// every copy calls.
+
+namespace {
 
 template <typename Signature>
 static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
@@ -360,6 +366,7 @@ static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int6
   return F::apply(src, index, dim, out, std::nullopt)[1];  // the argindex; out itself was written
 }
 
+}  // namespace
 }  // namespace wb_scatter
 
 TORCH_LIBRARY(wb_scatter, m) {
