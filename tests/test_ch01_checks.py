@@ -45,6 +45,37 @@ def test_gated_unit_with_a_missing_chain_rule_factor_fails():
     assert "the gradient for g is wrong at index (0, 0)" in outcome.explanation
 
 
+def _gated_unit(compute_x_always=False, compute_g_always=False):
+    class GatedUnit(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, g):
+            gate = torch.sigmoid(g)
+            ctx.save_for_backward(x, gate)
+            return x * gate
+
+        @staticmethod
+        def backward(ctx, grad_y):
+            x, gate = ctx.saved_tensors
+            grad_x = grad_y * gate if compute_x_always or ctx.needs_input_grad[0] else None
+            grad_g = grad_y * x * gate * (1 - gate) if compute_g_always or ctx.needs_input_grad[1] else None
+            return grad_x, grad_g
+
+    return GatedUnit
+
+
+def test_gated_unit_that_uses_needs_input_grad_passes():
+    assert ch01.check_gated_unit(_gated_unit()).status == PASSED
+
+
+@pytest.mark.parametrize("mistake, named", [
+    ({"compute_g_always": True}, "needs_input_grad[1]"),
+    ({"compute_x_always": True}, "needs_input_grad[0]"),
+])
+def test_gated_unit_that_ignores_needs_input_grad_fails(mistake, named):
+    outcome = ch01.check_gated_unit(_gated_unit(**mistake))
+    assert outcome.status == FAILED and named in outcome.explanation, str(outcome)
+
+
 def test_leaky_relu_solution_passes():
     assert ch01.check_leaky_relu_(solution("ex1-leaky-relu", "LeakyReLUInplace")).status == PASSED
 
@@ -61,6 +92,24 @@ def test_leaky_relu_that_is_not_in_place_fails():
 
     outcome = ch01.check_leaky_relu_(OutOfPlace)
     assert outcome.status == FAILED and "modify x in place" in outcome.explanation
+
+
+def test_leaky_relu_without_mark_dirty_fails_on_the_graph():
+    class NotMarkedDirty(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, slope):
+            ctx.slope = slope
+            x.copy_(torch.where(x > 0, x, x * slope))
+            ctx.save_for_backward(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, grad_y):
+            (y,) = ctx.saved_tensors
+            return torch.where(y > 0, grad_y, grad_y * ctx.slope), None
+
+    outcome = ch01.check_leaky_relu_(NotMarkedDirty)
+    assert outcome.status == FAILED and "ctx.mark_dirty(x)" in outcome.explanation, str(outcome)
 
 
 def test_row_max_solution_passes():

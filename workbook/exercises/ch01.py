@@ -35,9 +35,26 @@ def _expect_gradcheck(function, inputs, *, second_order=False):
             ) from None
 
 
+def _returned_by_backward(Function, inputs, grad_output):
+    """What Function's backward returns when called by autograd on `inputs`."""
+    returned = []
+
+    class Spy(Function):
+        @staticmethod
+        def backward(ctx, *grads):
+            result = Function.backward(ctx, *grads)
+            returned.append(result if isinstance(result, tuple) else (result,))
+            return result
+
+    output = Spy.apply(*inputs)
+    wanted = [t for t in inputs if t.requires_grad]
+    torch.autograd.grad(output, wanted, grad_output)
+    return returned[0]
+
+
 @exercise("1.1 GatedUnit backward")
 def check_gated_unit(GatedUnit) -> None:
-    """y = x * sigmoid(g); the learner writes backward."""
+    """y = x * sigmoid(g); the learner writes backward and computes only what needs_input_grad asks for."""
     x, g = _double_inputs((4, 5), (4, 5))
     grad_y = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
     expect_close(GatedUnit.apply(x, g), x * torch.sigmoid(g), "the forward output")
@@ -49,6 +66,14 @@ def check_gated_unit(GatedUnit) -> None:
     expect_close(got_g, want_g, "the gradient for g")
     (got_x_alone,) = _gradients(GatedUnit.apply, (x, g.detach()), grad_y)
     expect_close(got_x_alone, want_x, "the gradient for x when g does not require grad")
+    for inputs, unneeded in (((x, g.detach()), "g"), ((x.detach(), g), "x")):
+        returned = _returned_by_backward(GatedUnit, inputs, grad_y)
+        if len(returned) != 2:
+            raise Mistake(f"backward returned {len(returned)} values; return one per input of forward: (grad_x, grad_g)")
+        position = "xg".index(unneeded)
+        if returned[position] is not None:
+            raise Mistake(f"when {unneeded} does not require grad, backward still computed its gradient: check "
+                          f"ctx.needs_input_grad[{position}] and return None for {unneeded} when it is False")
     _expect_gradcheck(GatedUnit.apply, (x, g))
 
 
@@ -66,9 +91,15 @@ def check_leaky_relu_(LeakyReLUInplace) -> None:
         raise Mistake("x was not modified in place (its version counter did not change)")
     expect_close(y, F.leaky_relu(leaf, slope), "the output")
     grad_y = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    (got,) = torch.autograd.grad(y, leaf, grad_y)
     (want,) = torch.autograd.grad(F.leaky_relu(leaf, slope), leaf, grad_y)
+    (got,) = torch.autograd.grad(y, leaf, grad_y, retain_graph=True)
     expect_close(got, want, "the gradient for x")
+    if y is not x or x.grad_fn is not y.grad_fn:
+        raise Mistake("x was overwritten, but autograd still sees x as it was before the call (x.grad_fn is "
+                      f"{type(x.grad_fn).__name__}): gradients taken through x would miss the leaky ReLU. "
+                      "Call ctx.mark_dirty(x) in forward and return x")
+    (through_x,) = torch.autograd.grad(x, leaf, grad_y)
+    expect_close(through_x, want, "the gradient taken through x after the call")
 
 
 @exercise("1.3 row max with its index")
