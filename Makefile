@@ -11,14 +11,17 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
 # What each Debian package provides, as "package:probe" (the probe tells whether it is present).
 SYSTEM_NEEDS := g++:g++ cmake:cmake ninja-build:ninja ccache:ccache make:make \
-                libopencv-dev:/usr/include/opencv4/opencv2/core.hpp python3-venv:ensurepip
+                libopencv-dev:/usr/include/opencv4/opencv2/core.hpp python3-venv:ensurepip \
+                chromium:chromium
 
 .PHONY: setup lab test notebooks bench system-packages
 
 setup: system-packages $(VENV)/.installed
 
+# workbook/jupyterlab_settings/overrides.json changes JupyterLab's defaults (a learner's own settings still win):
+# it turns off the news feed, so a first start does not ask about it. tests/test_browser.py runs this recipe.
 lab: setup
-	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
 test: setup
 	$(PY) -m pytest

@@ -4,7 +4,7 @@ import re
 from workbook import REPO_ROOT
 
 # pip name -> conda-forge name, where they differ
-CONDA_NAMES = {"torch": "pytorch", "opencv-python-headless": "opencv"}
+CONDA_NAMES = {"torch": "pytorch", "opencv-python-headless": "opencv", "playwright": "playwright-python"}
 # conda-forge versions have at most three parts; opencv-python-headless adds a build number
 def _release(version):
     return ".".join(version.split(".")[:3])
