@@ -8,81 +8,24 @@ wb_scatter_emu). See csrc/cuda_emulation/README.md for what this can and cannot 
 arithmetic, grid sizes, tie/NaN rules and dispatch mistakes; races and real atomics need a GPU
 (tests/test_cuda_ops.py).
 """
-import re
-
 import pytest
 import torch
 
-from workbook import CSRC_DIR, build, lltm, scatter
-
-EMULATION_INCLUDE = CSRC_DIR / "cuda_emulation" / "include"
-EMULATION_SOURCES = build.SOURCES_DIR / "cuda_emulation"
-
-
-def rewrite_launches(text: str) -> str:
-    """`kernel<<<config>>>(args);` -> `::wb_emulation::launch(config, [&] { kernel(args); });`.
-
-    The kernel expression must start its line (the style of the workbook's .cu files).
-    """
-    pieces, position = [], 0
-    while (start := text.find("<<<", position)) >= 0:
-        line_start = text.rfind("\n", 0, start) + 1
-        indent = re.match(r"[ \t]*", text[line_start:]).group(0)
-        kernel = text[line_start:start].strip()
-        config_end = text.index(">>>(", start)
-        config = text[start + 3 : config_end]
-        depth, cursor = 1, config_end + 4
-        while depth:
-            depth += {"(": 1, ")": -1}.get(text[cursor], 0)
-            cursor += 1
-        arguments = text[config_end + 4 : cursor - 1]
-        pieces.append(text[position:line_start])
-        pieces.append(f"{indent}::wb_emulation::launch({config}, [&] {{ {kernel}({arguments}); }})")
-        position = cursor
-    pieces.append(text[position:])
-    return "".join(pieces)
-
-
-def emulated_copy(topic: str, relative: str) -> str:
-    """csrc/<topic>/<relative> rewritten for the emulation, under build/src/cuda_emulation/<topic>/."""
-    text = (CSRC_DIR / topic / relative).read_text()
-    name = f"wb_{topic}"
-    # Every use of the name: the op namespace, the op names in strings, and the C++ namespace too, so
-    # that no symbol of this build (a template's function-local static, say) can merge with the
-    # original build's loaded in the same process.
-    text = re.sub(rf"\b{name}\b", f"{name}_emu", text)
-    if relative.endswith(".cu"):
-        assert f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)" in text
-        text = text.replace(f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)", f"TORCH_LIBRARY_IMPL({name}_emu, CPU, m)")
-        text = text.replace(".is_cuda()", ".is_cpu()")
-        text = rewrite_launches(text)
-        relative = relative[: -len(".cu")] + ".cpp"
-    return str(build.write_if_changed(EMULATION_SOURCES / topic / relative, text))
-
-
-def build_emulation(topic, sources, **kwargs):
-    for header in (CSRC_DIR / topic).rglob("*.h"):  # every header the sources may include, rewritten too
-        emulated_copy(topic, str(header.relative_to(CSRC_DIR / topic)))
-    return build.load(
-        f"wb_{topic}_emu",
-        [emulated_copy(topic, source) for source in sources],
-        extra_include_paths=[str(EMULATION_INCLUDE)],
-        extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")],
-        **kwargs,
-    )
+from workbook import cuda_emulation, lltm, scatter
+from workbook.cuda_emulation import rewrite_launches
 
 
 @pytest.fixture(scope="module")
 def lltm_ops():
     lltm.load_extension()
-    build_emulation("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"], is_python_module=False)  # an op library
+    cuda_emulation.load_topic("lltm", ["lltm.cpp", "cuda/lltm_cuda.cu"], is_python_module=False)  # an op library
     return torch.ops.wb_lltm_emu
 
 
 @pytest.fixture(scope="module")
 def scatter_ops():
     scatter.load()
-    build_emulation("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], is_python_module=False)
+    cuda_emulation.load_topic("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], is_python_module=False)
     return torch.ops.wb_scatter_emu
 
 
@@ -215,21 +158,11 @@ def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
 
 # ---- exercise 5.1: the solution's kernel, and the classic mistakes, emulated ---------------------
 
-_loaded_exercises = set()
-
-
 def emulated_exercise(source: str):
-    """Build the exercise's CUDA source for the CPU emulation; returns its torch.ops namespace."""
-    import hashlib
+    """Build the exercise's CUDA source for the CPU emulation, as check 5.1 does; returns its torch.ops namespace."""
+    from workbook.exercises import ch05
 
-    namespace = "wb_ch05_emu_" + hashlib.sha256(source.encode()).hexdigest()[:10]
-    text = source.replace("NAMESPACE", namespace).replace(", CUDA, m)", ", CPU, m)").replace(".is_cuda()", ".is_cpu()")
-    path = build.write_if_changed(EMULATION_SOURCES / "ch05" / f"{namespace}.cpp", rewrite_launches(text))
-    if namespace not in _loaded_exercises:  # one TORCH_LIBRARY per namespace per process
-        _loaded_exercises.add(namespace)
-        build.load(namespace, [str(path)], is_python_module=False, extra_include_paths=[str(EMULATION_INCLUDE)],
-                   extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")])
-    return getattr(torch.ops, namespace)
+    return cuda_emulation.load_source(ch05.EMULATION_STEM, source)
 
 
 def solution_source():

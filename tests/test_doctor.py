@@ -49,3 +49,35 @@ def test_torch_version_other_than_the_pinned_one_is_flagged(monkeypatch):
     monkeypatch.setattr(doctor, "_pinned", lambda package: "9.9.9")
     finding = doctor.check_torch()
     assert not finding.ok and "tested with 9.9.9" in finding.fix
+
+
+@pytest.fixture
+def cpu_only_torch(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+
+
+def test_no_gpu_is_reported_without_a_pretend_fix(cpu_only_torch, monkeypatch):
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)  # no nvidia-smi, or it lists nothing
+    finding = doctor.check_gpu()
+    line = doctor.report([finding])
+    assert not finding.ok and not finding.required and finding.fix == ""
+    assert "fix:" not in line and "chapter 05 takes its CPU path" in line
+
+
+def test_a_gpu_next_to_a_cpu_only_torch_is_fixed_by_the_cuda_build(cpu_only_torch, monkeypatch):
+    monkeypatch.setattr(doctor, "_run", lambda *command: "GPU 0: NVIDIA H200 (UUID: GPU-0)\n")
+    finding = doctor.check_gpu()
+    assert not finding.ok and "CPU-only build: pip install torch==" in finding.fix
+    assert "fix: this machine has a GPU" in doctor.report([finding])
+
+
+def test_a_cuda_torch_that_sees_no_gpu_points_at_the_driver(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(doctor, "_run", lambda *command: "GPU 0: NVIDIA H200 (UUID: GPU-0)\n")
+    assert "check the driver (nvidia-smi)" in doctor.check_gpu().fix

@@ -26,8 +26,9 @@ class Finding:
     tool: str
     found: str | None  # a version or short description; None when missing
     needed_for: str
-    fix: str
+    fix: str  # the command or step that provides it; "" when there is nothing to fix
     required: bool = True
+    note: str = ""  # what its absence means, when there is nothing to fix
 
     @property
     def ok(self) -> bool:
@@ -137,17 +138,24 @@ def check_nvcc() -> Finding:
 
 
 def check_gpu() -> Finding:
+    needed = "running chapter 05's kernels"
     if importlib.util.find_spec("torch") is None:
-        return Finding("CUDA GPU", None, "running chapter 05's kernels", SETUP, required=False)
+        return Finding("CUDA GPU", None, needed, SETUP, required=False)
     import torch
 
+    if torch.cuda.is_available():
+        return Finding("CUDA GPU", torch.cuda.get_device_name(0), needed, "", required=False)
+    listed = _run("nvidia-smi", "-L") or ""
+    if "GPU" not in listed:
+        return Finding("CUDA GPU", None, needed, "", required=False,
+                       note="no NVIDIA GPU on this machine: chapter 05 takes its CPU path (nothing to fix)")
     if torch.version.cuda is None:
-        return Finding("CUDA GPU", None, "running chapter 05's kernels",
-                       "this torch is a CPU-only build; CUDA chapters take their CPU path", required=False)
-    if not torch.cuda.is_available():
-        return Finding("CUDA GPU", None, "running chapter 05's kernels",
-                       "no GPU visible to torch (check nvidia-smi)", required=False)
-    return Finding("CUDA GPU", torch.cuda.get_device_name(0), "running chapter 05's kernels", "", required=False)
+        return Finding("CUDA GPU", None, needed,
+                       f"this machine has a GPU, but this torch is a CPU-only build: pip install torch=={_pinned('torch')} "
+                       "(pip's default Linux wheel is the CUDA build)", required=False)
+    return Finding("CUDA GPU", None, needed,
+                   "torch is a CUDA build but sees no GPU: check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
+                   required=False)
 
 
 CHECKS = (check_python, check_torch, check_compiler, check_ninja, check_ccache, check_cmake,
@@ -163,7 +171,7 @@ def report(findings: list[Finding]) -> str:
     lines = []
     for finding in findings:
         mark = "ok " if finding.ok else ("MISSING" if finding.required else "absent ")
-        detail = finding.found if finding.ok else f"fix: {finding.fix}"
+        detail = finding.found if finding.ok else (f"fix: {finding.fix}" if finding.fix else finding.note)
         lines.append(f"{mark:8}{finding.tool:<{width}}  {detail}")
     return "\n".join(lines)
 

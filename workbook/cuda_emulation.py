@@ -1,0 +1,102 @@
+"""CUDA kernels run on the CPU, one thread at a time (no GPU, no nvcc needed).
+
+    from workbook import cuda_emulation
+    ops = cuda_emulation.load_source("wb_ch05_emu", cuda_source)   # torch.ops.<wb_ch05_emu_<hash>>
+    cuda_emulation.load_topic("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"])  # torch.ops.wb_scatter_emu
+
+A `.cu` source is rewritten and compiled as plain C++: every launch `k<<<grid, block, shared, stream>>>(args)`
+becomes `wb_emulation::launch(...)`, which calls the kernel for each (block, thread) in turn; the CUDA
+key of its registrations becomes the CPU key, `.is_cuda()` checks become `.is_cpu()`, and the stand-in
+headers of csrc/cuda_emulation/include (streams, guards, atomics) come before torch's. This finds wrong
+index arithmetic, grid sizes, tie rules and results; races cannot happen when threads run one after
+another, so it cannot find them (csrc/cuda_emulation/README.md).
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from . import CSRC_DIR, build
+
+EMULATION_INCLUDE = CSRC_DIR / "cuda_emulation" / "include"
+EMULATION_SOURCES = build.SOURCES_DIR / "cuda_emulation"
+_FLAGS = dict(extra_include_paths=[str(EMULATION_INCLUDE)],
+              extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")])
+
+
+def rewrite_launches(text: str) -> str:
+    """`kernel<<<config>>>(args);` -> `::wb_emulation::launch(config, [&] { kernel(args); });`.
+
+    The kernel expression must start its line (the style of the workbook's .cu files).
+    """
+    pieces, position = [], 0
+    while (start := text.find("<<<", position)) >= 0:
+        line_start = text.rfind("\n", 0, start) + 1
+        indent = re.match(r"[ \t]*", text[line_start:]).group(0)
+        kernel = text[line_start:start].strip()
+        config_end = text.index(">>>(", start)
+        config = text[start + 3 : config_end]
+        depth, cursor = 1, config_end + 4
+        while depth:
+            depth += {"(": 1, ")": -1}.get(text[cursor], 0)
+            cursor += 1
+        arguments = text[config_end + 4 : cursor - 1]
+        pieces.append(text[position:line_start])
+        pieces.append(f"{indent}::wb_emulation::launch({config}, [&] {{ {kernel}({arguments}); }})")
+        position = cursor
+    pieces.append(text[position:])
+    return "".join(pieces)
+
+
+def for_the_cpu(text: str, namespace: str) -> str:
+    """A CUDA source's registrations for namespace `namespace` moved to the CPU key, launches emulated."""
+    text = re.sub(rf"TORCH_LIBRARY_IMPL\(\s*{namespace}\s*,\s*CUDA\s*,", f"TORCH_LIBRARY_IMPL({namespace}, CPU,", text)
+    return rewrite_launches(text.replace(".is_cuda()", ".is_cpu()"))
+
+
+def emulated_copy(topic: str, relative: str) -> str:
+    """csrc/<topic>/<relative> rewritten for the emulation, under build/src/cuda_emulation/<topic>/."""
+    text = (CSRC_DIR / topic / relative).read_text()
+    name = f"wb_{topic}"
+    # Every use of the name: the op namespace, the op names in strings, and the C++ namespace too, so
+    # that no symbol of this build (a template's function-local static, say) can merge with the
+    # original build's loaded in the same process.
+    text = re.sub(rf"\b{name}\b", f"{name}_emu", text)
+    if relative.endswith(".cu"):
+        if f"TORCH_LIBRARY_IMPL({name}_emu, CUDA, m)" not in text:
+            raise ValueError(f"csrc/{topic}/{relative} has no TORCH_LIBRARY_IMPL({name}, CUDA, m) block")
+        text = for_the_cpu(text, f"{name}_emu")
+        relative = relative[: -len(".cu")] + ".cpp"
+    return str(build.write_if_changed(EMULATION_SOURCES / topic / relative, text))
+
+
+def load_topic(topic: str, sources, **kwargs):
+    """Build csrc/<topic>'s sources (the .cu ones emulated) as the library wb_<topic>_emu and load it."""
+    for header in (CSRC_DIR / topic).rglob("*.h"):  # every header the sources may include, rewritten too
+        emulated_copy(topic, str(header.relative_to(CSRC_DIR / topic)))
+    return build.load(f"wb_{topic}_emu", [emulated_copy(topic, source) for source in sources], **_FLAGS, **kwargs)
+
+
+_loaded_sources: set[str] = set()
+
+
+def source_namespace(stem: str, source: str) -> str:
+    """`<stem>_<hash of source>`: one namespace per version of a source (a namespace registers once)."""
+    return f"{stem}_{hashlib.sha256(source.encode()).hexdigest()[:10]}"
+
+
+def load_source(stem: str, source: str):
+    """Build a CUDA source whose registrations name NAMESPACE for the emulation; return torch.ops.<namespace>.
+
+    Every version of the source gets its own namespace (`source_namespace`), so an edited source can be
+    loaded into the process that loaded the old one. An unchanged one is loaded once and reused.
+    """
+    import torch
+
+    namespace = source_namespace(stem, source)
+    if namespace not in _loaded_sources:
+        text = for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
+        path = build.write_if_changed(EMULATION_SOURCES / stem / f"{namespace}.cpp", text)
+        build.load(namespace, [str(path)], is_python_module=False, **_FLAGS)
+        _loaded_sources.add(namespace)
+    return getattr(torch.ops, namespace)
