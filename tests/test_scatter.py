@@ -399,3 +399,71 @@ def test_accumulate_overload_writes_out_and_returns_only_fresh_tensors(ops, op):
 
 def test_scatter_with_reduce_name():
     assert torch.equal(S.scatter(SRC, INDEX, 0, reduce="max"), S.reference_max(SRC, INDEX, 0)[0])
+
+
+# ---- issue 12: messages the fuzz test (tests/test_fuzz.py) found or was asked to fix ----------------
+
+def test_none_src_or_index_is_named():
+    with pytest.raises(RuntimeError, match="src must be a tensor, got None"):
+        S.scatter_sum(None, INDEX)
+    with pytest.raises(RuntimeError, match="index must be a tensor, got None"):
+        S.scatter_max(SRC, None, 0)
+
+
+def test_index_at_int64_max_names_index_and_dim_size():
+    with pytest.raises(RuntimeError, match=r"index contains the value 9223372036854775807, so dim_size = .* cannot be"):
+        S.scatter_sum(SRC, torch.tensor([0, 1, 2, 2**63 - 1, 0, 0]), 0)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_huge_index_without_dim_size_is_refused_before_allocating(op):
+    # 2**40 groups of 3 floats: 13 TB. The message comes from the check, not from the allocator.
+    with pytest.raises(RuntimeError, match=r"index.max\(\) is 1099511627776, .*pass dim_size.*more than this machine"):
+        ours(op, SRC, torch.tensor([0, 1, 2, 2**40, 0, 0]), 0)
+
+
+def test_huge_dim_size_is_named():
+    with pytest.raises(RuntimeError, match=r"dim_size is 4611686018427387904: the result would have shape"):
+        S.scatter_sum(SRC, INDEX, 0, dim_size=2**62)
+
+
+@pytest.mark.parametrize("reduce", ["prod", "Sum", None, ["max"]])
+@pytest.mark.parametrize("wrapper", [S.scatter, S._python_half.scatter], ids=["workbook.scatter", "wb_scatter.ops"])
+def test_unknown_reduce_is_a_value_error_naming_reduce(wrapper, reduce):
+    with pytest.raises(ValueError, match=r"reduce must be 'sum', 'mean', 'min' or 'max', got"):
+        wrapper(SRC, INDEX, 0, reduce=reduce)
+
+
+def test_out_that_is_not_a_tensor_is_named():
+    with pytest.raises(TypeError, match="out must be a tensor or None, got int"):
+        S.scatter_sum(SRC, INDEX, 0, out=3, dim_size=4)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_out_with_elements_sharing_memory_is_refused(op):
+    with pytest.raises(RuntimeError, match="out has shape .* share one memory location"):
+        ours(op, SRC, INDEX, 0, out=torch.zeros(1, 3).expand(4, 3))
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_out_sharing_memory_with_src_is_refused(op):
+    src = torch.randn(6, 3)
+    with pytest.raises(RuntimeError, match="out shares memory with src"):
+        ours(op, src, INDEX, 0, out=src)
+
+
+@pytest.mark.parametrize("op", OPS)
+def test_out_view_under_autograd_is_refused_naming_out(op):
+    # Without the check: sum/mean fail inside torch's backward (an internal assert), min/max with a
+    # message about "a view of another Tensor" that does not say which argument.
+    base = torch.zeros(3, 8).requires_grad_().mul(1)
+    with pytest.raises(RuntimeError, match="out is a view of another tensor"):
+        ours(op, torch.randn(6, 3, requires_grad=True), INDEX, 0, out=base.t()[::2])
+    with torch.no_grad():  # nothing to record: a view is fine
+        ours(op, torch.randn(6, 3, requires_grad=True), INDEX, 0, out=base.detach().t()[::2])
+
+
+def test_meta_tensors_without_dim_size_name_dim_size():
+    with pytest.raises(RuntimeError, match="dim_size=None reads index.max"):
+        S.scatter_sum(SRC.to("meta"), INDEX.to("meta"), 0)
+    assert S.scatter_sum(SRC.to("meta"), INDEX.to("meta"), 0, dim_size=5).shape == (5, 3)

@@ -114,8 +114,13 @@ _registered = False
 
 
 def _check_dims(op, **tensors):
+    """The checks of csrc/lltm/lltm_checks.h that need no sizes: rank, and the first argument's dtype and device."""
+    (first_name, (first, _)), *_ = tensors.items()
     for name, (tensor, dim) in tensors.items():
         torch._check(tensor.dim() == dim, lambda: f"{op}: {name} must be {dim}-D, got shape {tuple(tensor.shape)}")
+        torch._check(tensor.dtype == first.dtype and tensor.device == first.device,
+                     lambda: f"{op}: {name} is a {tensor.dtype} tensor on {tensor.device} but {first_name} is a "
+                             f"{first.dtype} tensor on {first.device}; all arguments must share dtype and device")
 
 
 def _fake_forward(input, weights, bias, old_h, old_cell):
@@ -133,7 +138,8 @@ def _fake_forward(input, weights, bias, old_h, old_cell):
 
 
 def _fake_backward(grad_h, grad_cell, new_cell, gates, X, weights):
-    _check_dims("lltm_backward", grad_h=(grad_h, 2), X=(X, 2), weights=(weights, 2))
+    _check_dims("lltm_backward", grad_h=(grad_h, 2), grad_cell=(grad_cell, 2), new_cell=(new_cell, 2),
+                gates=(gates, 2), X=(X, 2), weights=(weights, 2))
     batch_size, state_size = grad_h.shape
     input_features = X.shape[1] - state_size
     return (

@@ -42,7 +42,9 @@
 //   - out (optional): src's dtype and device, out.size(d) == src.size(d) for every d != dim, any
 //     strides. The reduction starts from its values and the result is written into it.
 //   - dim_size (optional): must be None or out.size(dim) when out is given; else >= 0; when
-//     neither is given, index.max() + 1 (0 for an empty index).
+//     neither is given, index.max() + 1 (0 for an empty index). A result that could not fit in
+//     this machine's memory is refused before anything is allocated, naming dim_size or index.
+//   - out's elements must not share memory with each other (an expanded view), with src or index.
 //   Returns (out, extra): out as above (empty groups 0 unless out was given; integer mean rounds
 //   down); extra is, for min/max, the int64 argindex of out's shape (first position along dim on
 //   ties; src.size(dim) where no src element won: an empty group, or out's own value kept), for
@@ -61,6 +63,7 @@
 //   TORCH_CHECK naming the argument.
 #include "scatter.h"
 
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/LegacyTypeDispatch.h>  // at::AutoDispatchBelowADInplaceOrView
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -69,9 +72,14 @@
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/util/safe_numerics.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <limits>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -93,10 +101,69 @@ static bool supported_dtype(at::ScalarType t) {
   }
 }
 
+// The bytes of this machine's memory: a result larger than that can never be allocated, and one
+// close to it would be zero-filled page by page until the system kills the process.
+static uint64_t physical_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page_size = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page_size <= 0) return std::numeric_limits<uint64_t>::max();
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page_size);
+}
+
+// Checks, before allocating it, that a result of `sizes` (plus an int64 tensor of the same shape when
+// `with_arg`) fits in memory. `reason` says where the size along `dim` came from, naming the argument.
+static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, int64_t itemsize, bool with_arg,
+                              const std::string& reason) {
+  uint64_t numel = 1;
+  bool overflow = false;
+  for (int64_t size : sizes) overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(size), &numel);
+  uint64_t bytes = 0;
+  overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(itemsize + (with_arg ? 8 : 0)), &bytes);
+  const uint64_t memory = physical_memory_bytes();
+  TORCH_CHECK(!overflow && bytes <= memory, reason, ": the result would have shape ", at::IntArrayRef(sizes),
+              " (size ", sizes[dim], " at dim ", dim, "), ",
+              overflow ? std::string("more bytes than a 64-bit count can hold")
+                       : std::to_string(bytes) + " bytes, more than this machine's memory (" +
+                             std::to_string(memory) + " bytes)");
+}
+
+// Whether two tensors share any memory: the same storage, and byte ranges that intersect.
+static bool share_memory(const Tensor& a, const Tensor& b) {
+  if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage() ||
+      !a.storage().is_alias_of(b.storage()))
+    return false;
+  auto range = [](const Tensor& t) {
+    int64_t last = 0;
+    for (int64_t d = 0; d < t.dim(); ++d) last += (t.size(d) - 1) * t.stride(d);
+    const auto* begin = static_cast<const char*>(t.const_data_ptr());
+    return std::make_pair(begin, begin + (last + 1) * t.element_size());
+  };
+  auto [a0, a1] = range(a);
+  auto [b0, b1] = range(b);
+  return a0 < b1 && b0 < a1;
+}
+
+// Whether two elements of `t` may share one memory location. Stride 0 (an expanded tensor) always
+// does; otherwise the dimensions, taken by increasing stride, must each step over all the elements of
+// the ones before (a sliced or permuted tensor does; an as_strided view with overlapping windows not).
+static bool elements_may_overlap(const Tensor& t) {
+  if (at::has_internal_overlap(t) != at::MemOverlap::TooHard) return at::has_internal_overlap(t) == at::MemOverlap::Yes;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dimensions with size > 1
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.size(d) > 1) dims.emplace_back(t.stride(d), t.size(d));
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements the dimensions so far step over
+  for (auto [stride, size] : dims) {
+    if (stride < span) return true;
+    span = stride * size;
+  }
+  return false;
+}
+
 ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t dim,
                                const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
                                Reduce reduce) {
-  TORCH_CHECK(src.defined(), "src is an undefined tensor");
+  TORCH_CHECK(src.defined(), "src must be a tensor, got None (an undefined tensor)");
+  TORCH_CHECK(index.defined(), "index must be a tensor, got None (an undefined tensor)");
   TORCH_CHECK(src.dim() >= 1, "src must have at least one dimension, got a 0-dimensional tensor");
   TORCH_CHECK(supported_dtype(src.scalar_type()), "src has dtype ", src.scalar_type(),
               "; supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64");
@@ -112,6 +179,7 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   int64_t size = 0;
   if (out.has_value()) {
     const Tensor& o = *out;
+    TORCH_CHECK(o.defined(), "out must be a tensor, got None (an undefined tensor)");
     TORCH_CHECK(o.scalar_type() == src.scalar_type(), "out has dtype ", o.scalar_type(),
                 " but src has dtype ", src.scalar_type(), "; they must match");
     TORCH_CHECK(o.device() == src.device(), "out is on ", o.device(), " but src is on ",
@@ -123,6 +191,12 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
     size = o.size(dim);
     TORCH_CHECK(!dim_size.has_value() || *dim_size == size, "dim_size is ", dim_size.value_or(0),
                 " but out.size(", dim, ") is ", size, "; pass one of them or make them agree");
+    TORCH_CHECK(!elements_may_overlap(o), "out has shape ", o.sizes(), " and strides ", o.strides(),
+                ": some of its elements share one memory location (an expanded or overlapping view), so the "
+                "result cannot be written into it; pass out.clone() or a fresh tensor");
+    TORCH_CHECK(!share_memory(o, src) && !share_memory(o, index),
+                "out shares memory with ", share_memory(o, src) ? "src" : "index",
+                ": the op would read what it has already written; pass out.clone() or a fresh tensor");
   } else if (dim_size.has_value()) {
     TORCH_CHECK(*dim_size >= 0, "dim_size must be >= 0, got ", *dim_size);
     size = *dim_size;
@@ -131,11 +205,22 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
     int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
     TORCH_CHECK(low >= 0, "index contains the negative value ", low,
                 "; index values must lie in [0, dim_size)");
+    TORCH_CHECK(high < std::numeric_limits<int64_t>::max(), "index contains the value ", high,
+                ", so dim_size = index.max() + 1 cannot be represented; pass dim_size, or check index");
     size = high + 1;
   }
 
   std::vector<int64_t> sizes = src.sizes().vec();
   sizes[dim] = size;
+  if (!out.has_value()) {
+    const bool with_arg = reduce != Reduce::Sum;
+    if (dim_size.has_value())
+      check_result_fits(sizes, dim, src.element_size(), with_arg, "dim_size is " + std::to_string(size));
+    else
+      check_result_fits(sizes, dim, src.element_size(), with_arg,
+                        "index.max() is " + std::to_string(size - 1) + ", so dim_size = index.max() + 1 is " +
+                            std::to_string(size) + " (pass dim_size, or check index)");
+  }
   ScatterOutputs result;
   result.dim_size = size;
   result.fresh = !out.has_value();
@@ -172,8 +257,15 @@ Tensor broadcast_index(const Tensor& index, c10::SymIntArrayRef shape, int64_t d
   return view.expand_symint(shape);
 }
 
+static void check_defined(const Tensor& src, const Tensor& index, const std::optional<Tensor>& out) {
+  TORCH_CHECK(src.defined(), "src must be a tensor, got None (an undefined tensor)");
+  TORCH_CHECK(index.defined(), "index must be a tensor, got None (an undefined tensor)");
+  TORCH_CHECK(!out.has_value() || out->defined(), "out must be a tensor, got None (an undefined tensor)");
+}
+
 std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& index, int64_t dim,
                                                const std::optional<Tensor>& out) {
+  check_defined(src, index, out);
   dim = wrap_dim(src, dim);
   TORCH_CHECK(!at::isFloatingType(index.scalar_type()) && !at::isComplexType(index.scalar_type()),
               "index must be an integer tensor (int64), got dtype ", index.scalar_type());
@@ -342,27 +434,49 @@ class ScatterMax : public ScatterArgReduce<ScatterMax> {
   static constexpr const char* name = "wb_scatter::scatter_max";
 };
 
+// What autograd cannot record of a write into out: a write into a leaf that requires grad (its
+// gradient would be lost), or into a view of another tensor (the Function would have to rewrite the
+// base's history too, which torch supports only for a Function returning one tensor, and not at
+// all in some cases: backward then fails inside torch). Refused up front, naming out.
+static void check_out_for_autograd(const Tensor& src, const Tensor& out) {
+  if (!torch::autograd::GradMode::is_enabled() || !(src.requires_grad() || out.requires_grad())) return;
+  TORCH_CHECK(!(out.is_leaf() && out.requires_grad()), "out is a leaf Variable that requires grad, and the op "
+              "writes into it in place; pass out.clone() (or out.detach() if out needs no gradient)");
+  TORCH_CHECK(!out.is_view(), "out is a view of another tensor, and autograd cannot record the op's write into "
+              "a view; pass a tensor that is not a view (out.clone(), or out.contiguous() of a non-contiguous one), "
+              "or run under torch.no_grad()");
+}
+
 // The Autograd kernels: each overload applies its op's Function.
 static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+  check_defined(src, index, std::nullopt);
   return ScatterSum::apply(src, index, dim, std::nullopt, dim_size);
 }
 static void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  check_defined(src, index, out);
+  check_out_for_autograd(src, out);
   ScatterSum::apply(src, index, dim, out, std::nullopt);
 }
 static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+  check_defined(src, index, std::nullopt);
   return ScatterMean::apply(src, index, dim, std::nullopt, dim_size);
 }
 static void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  check_defined(src, index, out);
+  check_out_for_autograd(src, out);
   ScatterMean::apply(src, index, dim, out, std::nullopt);
 }
 template <typename F>
 static std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim,
                                              std::optional<int64_t> dim_size) {
+  check_defined(src, index, std::nullopt);
   variable_list result = F::apply(src, index, dim, std::nullopt, dim_size);
   return {result[0], result[1]};
 }
 template <typename F>
 static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
+  check_defined(src, index, out);
+  check_out_for_autograd(src, out);
   return F::apply(src, index, dim, out, std::nullopt)[1];  // the argindex; out itself was written
 }
 

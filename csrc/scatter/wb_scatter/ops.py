@@ -19,6 +19,8 @@ def _ops():
 
 
 def _check_dim_size(out, dim, dim_size):
+    if not isinstance(out, torch.Tensor):
+        raise TypeError(f"out must be a tensor or None, got {type(out).__name__}")
     if dim_size is not None and dim_size != out.size(dim):
         raise RuntimeError(f"dim_size is {dim_size} but out.size({dim}) is {out.size(dim)}; "
                            "pass one of them or make them agree")
@@ -58,7 +60,7 @@ def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
     """One entry point, like torch_scatter.scatter; min/max return only the values."""
     functions = {"sum": scatter_sum, "add": scatter_sum, "mean": scatter_mean, "min": scatter_min,
                  "max": scatter_max}
-    if reduce not in functions:
+    if not isinstance(reduce, str) or reduce not in functions:
         raise ValueError(f"reduce must be 'sum', 'mean', 'min' or 'max', got {reduce!r}")
     result = functions[reduce](src, index, dim, out, dim_size)
     return result[0] if reduce in ("min", "max") else result
@@ -114,6 +116,18 @@ def _fake_arg_accumulate(src, index, dim, out):
     return out.new_empty(out.shape, dtype=torch.int64)
 
 
+def _size_given_on_meta(fake):
+    """`fake`, refusing meta tensors without dim_size up front, with a message naming dim_size.
+
+    Meta tensors (unlike the fake tensors of torch.compile) cannot carry a dynamic size."""
+    def checked(src, index, dim=-1, dim_size=None):
+        on_meta = src.device.type == "meta" and index.device.type == "meta"
+        torch._check(dim_size is not None or not on_meta,
+                     lambda: "dim_size=None reads index.max(), and a meta tensor has no values: pass dim_size")
+        return fake(src, index, dim, dim_size)
+    return checked
+
+
 _registered = False
 
 
@@ -124,7 +138,8 @@ def register_fakes():
         return
     for name in OPS:
         arg_reduce = name in ("scatter_min", "scatter_max")
-        torch.library.register_fake(f"wb_scatter::{name}", _fake_min_or_max if arg_reduce else _fake_sum_or_mean)
+        torch.library.register_fake(f"wb_scatter::{name}",
+                                    _size_given_on_meta(_fake_min_or_max if arg_reduce else _fake_sum_or_mean))
         torch.library.register_fake(f"wb_scatter::{name}.accumulate",
                                     _fake_arg_accumulate if arg_reduce else _fake_accumulate)
     _registered = True

@@ -35,6 +35,7 @@ std::array<double, 9> inverse(const std::array<double, 9>& m) {
 
 // The 3 x 3 matrix as doubles, read through its strides (any layout, either of two dtypes), checked.
 std::array<double, 9> read_warp(const at::Tensor& warp, const char* op) {
+  TORCH_CHECK(warp.defined(), op, ": warp must be a tensor, got None");
   TORCH_CHECK(warp.device().is_cpu(), op, ": warp must be a CPU tensor, got one on ", warp.device());
   TORCH_CHECK(warp.scalar_type() == at::kFloat || warp.scalar_type() == at::kDouble, op,
               ": warp must be float32 or float64, got ", warp.scalar_type());
@@ -57,6 +58,7 @@ std::array<double, 9> read_warp(const at::Tensor& warp, const char* op) {
 // Checks an image-like tensor (the image, or the gradient of an output): float32 on the CPU,
 // H x W or H x W x C with 1 to 4 channels. Returns C (1 for a 2-D tensor).
 int64_t check_image(const at::Tensor& image, const char* op, const char* name) {
+  TORCH_CHECK(image.defined(), op, ": ", name, " must be a tensor, got None");
   TORCH_CHECK(image.device().is_cpu(), op, ": ", name, " must be a CPU tensor, got one on ", image.device());
   TORCH_CHECK(image.scalar_type() == at::kFloat, op, ": ", name, " must be float32, got ", image.scalar_type());
   TORCH_CHECK(image.dim() == 2 || image.dim() == 3, op, ": ", name, " must be 2-D (H x W) or 3-D (H x W x C), got ",
