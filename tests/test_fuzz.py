@@ -81,7 +81,7 @@ def scatter_case_drawn(draw):
     grad = floating(dtype) and draw(st.booleans())
     src = tensor(shape, dtype, layout=pick(draw, LAYOUTS), seed=draw(st.integers(0, 9)), grad=grad,
                  special=pick(draw, SPECIALS) if floating(dtype) else None)
-    index = tensor(index_shape, "int64", values=values, layout=pick(draw, ["contiguous", "expanded"]))
+    index = tensor(index_shape, "int64", values=values, layout=pick(draw, ["contiguous", "expanded", "transposed"]))
     args = {"src": src, "index": index, "dim": dim}
     size = groups + draw(st.integers(0, 2))
     if has_out:
@@ -402,7 +402,7 @@ def box_blur_cases(draw):
         args["image"] = None
         return error("box_blur", args, ["image"])
     if mutation == "size":
-        args["size"] = pick(draw, [0, -1, 2, 2**40])
+        args["size"] = pick(draw, [0, -1, 2, 2**40, 2**40 + 1, 2**63 - 1])
     else:
         args["size"] = pick(draw, [1.5, "3", None])
     return error("box_blur", args, ["size"])
@@ -419,7 +419,8 @@ def tensor_stack_cases(draw):
             if draw(st.integers(0, 4)) == 0:
                 bad = pick(draw, [None, 3, "x", [1.0]])
                 return error("tensor_stack", {"items": items, "calls": calls + [["push", bad]]}, ["push", "item"])
-            calls.append(["push", tensor([2], seed=len(calls))])
+            calls.append(["push", tensor([2], seed=len(calls), grad=draw(st.booleans()),
+                                         device=pick(draw, ["cpu", "cpu", "meta"]))])
             size += 1
             continue
         if method in ("pop", "top") and size == 0:
@@ -467,6 +468,10 @@ KNOWN_BAD_MESSAGES = {
     "box_blur(None, size): AttributeError 'NoneType' object has no attribute 'dim' (chapter 08's box_blur cell "
     "in solutions/08_torch_library_compile_export.ipynb reads image.dim() before checking image is a tensor)":
         lambda case: case["family"] == "box_blur" and case["args"]["image"] is None,
+    "box_blur(image, 2**40 + 1): cv2.error 'Bad argument in function blur' without a word about size (the same cell "
+    "checks that size is odd and positive, not that it fits OpenCV's int)":
+        lambda case: case["family"] == "box_blur" and isinstance(case["args"]["size"], int)
+        and case["args"]["size"] > 2**31 and case["args"]["size"] % 2,
 }
 
 # The runner's self-checks, run in the same batch: a case that must fail for each way a case can fail.
