@@ -204,3 +204,11 @@ def test_emulated_exercise_mistakes_are_caught_by_the_checks_cases(mistake, repl
     assert mistake in source
     explanation = run_exercise_cases(emulated_exercise(source.replace(mistake, replacement)))
     assert explanation is not None and says in explanation, explanation
+
+
+def test_check_5_1_passes_the_solution_through_the_emulation_where_there_is_no_gpu():
+    from workbook.exercises import ch05
+
+    if torch.cuda.is_available():
+        pytest.skip("with a GPU, check 5.1 runs the kernel on it (the solution notebook shows that it passes)")
+    assert ch05.check_divide_by_count(solution_source()).passed

@@ -1,15 +1,19 @@
-"""Exercise checks of chapters 06 and 07 pass on the solutions and explain wrong implementations."""
+"""Exercise checks of chapters 06 and 07 pass on the solutions, report the stubs as not attempted, explain
+wrong implementations, and accept a corrected library in the process that loaded the stub."""
+import ast
 from typing import List
 
+import nbformat
+import numpy as np
 import pytest
 import torch
 
-from workbook import torchscript
+from workbook import checking, fresh_library, generate, torchscript
 from workbook.exercises import ch06, ch07
 
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 
-# The notebooks' solutions (6.1 and 7.1), plus deliberately wrong versions in their own namespace.
+# The notebooks' solutions (6.1 and 7.1) under fixed names, plus deliberately wrong versions.
 SOURCE = r"""
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
@@ -110,7 +114,7 @@ def libraries():
 
 
 def test_gaussian_blur_check_passes_on_the_solution():
-    assert ch06.check_gaussian_blur().passed
+    assert ch06.check_gaussian_blur(torch.ops.workbook_cv.gaussian_blur).passed
 
 
 def test_gaussian_blur_check_explains_a_wrong_kernel():
@@ -156,11 +160,11 @@ def test_blur_then_warp_check_explains_mistakes():
         return torch.ops.workbook_cv.warp_perspective(image, warp, height, width)
 
     outcome = ch06.check_blur_then_warp(warp_only)
-    assert outcome.status == "failed" and "never calls workbook_cv::gaussian_blur" in outcome.explanation
+    assert outcome.status == "failed" and "never calls gaussian_blur" in outcome.explanation
 
 
 def test_recent_strings_check_passes_on_the_solution():
-    assert ch07.check_recent_strings().passed
+    assert ch07.check_recent_strings(torch.classes.workbook_ch07.RecentStrings).passed
 
 
 def test_recent_strings_check_explains_a_lost_capacity():
@@ -217,3 +221,158 @@ def test_a_second_torch_library_for_a_namespace_aborts_the_process(tmp_path):
     result = torchscript.load_both_in_fresh_process(first, copy)
     assert result.returncode == -signal.SIGABRT
     assert "Only a single TORCH_LIBRARY can be used to register the namespace workbook_cv" in result.stderr
+
+
+# ---- 6.1 and 7.1 in the notebooks: the stub, then a corrected library, in one process ---------------------
+
+def notebook_string(chapter: str, grade_id: str, *, stub: bool) -> str:
+    """The C++ source string that the exercise cell assigns (first statement), as solution or as stub."""
+    notebook = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
+    source = generate.stub_source(cell.source) if stub else cell.source
+    return ast.literal_eval(ast.parse(source).body[0].value)
+
+
+def test_a_corrected_gaussian_blur_loads_after_the_stub_without_a_restart():
+    sources = [notebook_string("06_torchscript_custom_ops", "ch06-gaussian-blur", stub=stub) for stub in (True, False)]
+    stub_ops, solved_ops = (fresh_library.ops("workbook_blur", source, opencv=True) for source in sources)
+    assert ch06.check_gaussian_blur(stub_ops.gaussian_blur).status == checking.NOT_ATTEMPTED
+    assert ch06.check_gaussian_blur(solved_ops.gaussian_blur).passed
+
+
+def test_a_corrected_recent_strings_loads_after_the_stub_without_a_restart():
+    sources = [notebook_string("07_torchscript_custom_classes", "ch07-recent-strings", stub=stub)
+               for stub in (True, False)]
+    stub_classes, solved_classes = (fresh_library.classes("workbook_recent", source) for source in sources)
+    assert ch07.check_recent_strings(stub_classes.RecentStrings).status == checking.NOT_ATTEMPTED
+    assert ch07.check_recent_strings(solved_classes.RecentStrings).passed
+
+
+def test_a_source_without_the_namespace_word_is_refused():
+    with pytest.raises(ValueError, match="under the word NAMESPACE"):
+        fresh_library.load("workbook_blur", "TORCH_LIBRARY(fixed, m) {}")
+
+
+# ---- 6.3 Thumbnail ----------------------------------------------------------------------------------------
+
+class Thumbnail(torch.nn.Module):
+    def __init__(self, size: int):
+        super().__init__()
+        self.size = size
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        height, width = image.size(0), image.size(1)
+        scaling = torch.tensor([[self.size / width, 0.0, 0.0], [0.0, self.size / height, 0.0], [0.0, 0.0, 1.0]],
+                               dtype=torch.float64)
+        out = torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
+        if out.dim() == 3:
+            out = out.mean(dim=-1)
+        return out
+
+
+class ThumbnailStub(Thumbnail):
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("not attempted yet")
+
+
+class ThumbnailAlwaysAverages(Thumbnail):
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        scaling = torch.tensor([[self.size / image.size(1), 0.0, 0.0], [0.0, self.size / image.size(0), 0.0],
+                                [0.0, 0.0, 1.0]], dtype=torch.float64)
+        return torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size).mean(dim=-1)
+
+
+class ThumbnailSwapsSides(Thumbnail):
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        scaling = torch.tensor([[self.size / image.size(0), 0.0, 0.0], [0.0, self.size / image.size(1), 0.0],
+                                [0.0, 0.0, 1.0]], dtype=torch.float64)
+        out = torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
+        return out.mean(dim=-1) if out.dim() == 3 else out
+
+
+class ThumbnailWithNumpy(Thumbnail):
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        scaling = torch.from_numpy(np.diag([self.size / image.size(1), self.size / image.size(0), 1.0]))
+        return torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
+
+
+def test_thumbnail_check_passes_on_the_solution():
+    assert ch06.check_thumbnail(Thumbnail).passed
+
+
+def test_thumbnail_stub_is_not_attempted():
+    assert ch06.check_thumbnail(ThumbnailStub).status == checking.NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (ThumbnailAlwaysAverages, "(25, 50) image has shape (16,), expected (16, 16)"),
+    (ThumbnailSwapsSides, "is wrong at index"),
+    (ThumbnailWithNumpy, "TorchScript cannot compile Thumbnail"),
+])
+def test_thumbnail_check_explains_wrong_answers(wrong, says):
+    outcome = ch06.check_thumbnail(wrong)
+    assert outcome.status == checking.FAILED and says in outcome.explanation, outcome
+
+
+# ---- 7.3 Accumulator --------------------------------------------------------------------------------------
+
+class Accumulator(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.history = torch.classes.workbook_classes.TensorStack([])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.push(x)
+        return torch.stack(self.history.items()).sum(dim=0)
+
+    @torch.jit.export
+    def reset(self) -> int:
+        held = self.history.size()
+        while not self.history.empty():
+            self.history.pop()
+        return held
+
+
+class AccumulatorStub(Accumulator):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError("not attempted yet")
+
+
+class AccumulatorReturnsTheInput(Accumulator):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.push(x)
+        return x
+
+
+class AccumulatorResetKeepsItems(Accumulator):
+    @torch.jit.export
+    def reset(self) -> int:
+        return self.history.size()
+
+
+class AccumulatorWithAList(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.history: List[torch.Tensor] = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.append(x)
+        return torch.stack(self.history).sum(dim=0)
+
+
+def test_accumulator_check_passes_on_the_solution():
+    assert ch07.check_accumulator(Accumulator).passed
+
+
+def test_accumulator_stub_is_not_attempted():
+    assert ch07.check_accumulator(AccumulatorStub).status == checking.NOT_ATTEMPTED
+
+
+@pytest.mark.parametrize("wrong, says", [
+    (AccumulatorReturnsTheInput, "the result of call 2"),
+    (AccumulatorResetKeepsItems, "reset() returned 2 and left 2 tensor(s)"),
+    (AccumulatorWithAList, "a torch.classes.workbook_classes.TensorStack; got list"),
+])
+def test_accumulator_check_explains_wrong_answers(wrong, says):
+    outcome = ch07.check_accumulator(wrong)
+    assert outcome.status == checking.FAILED and says in outcome.explanation, outcome
