@@ -17,7 +17,7 @@ def run_solution_cell(chapter, grade_id):
     notebook = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
     (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     namespace = {}
-    exec("import torch\nimport torch.utils.cpp_extension as cpp_extension\nfrom workbook import scatter\n", namespace)
+    exec("import torch\nimport torch.utils.cpp_extension as cpp_extension\nfrom workbook import lltm, scatter\n", namespace)
     exec(cell.source, namespace)
     return namespace
 
@@ -114,6 +114,76 @@ def test_max_check_wants_the_error_to_name_index():
     failed_with(ch03.check_scatter_max(vague), "does not name index")
 
 
+# ---- 3.3 scatter_max's gradient, Python style ------------------------------------------------------
+
+def _max_function(route):
+    """A Python autograd.Function around the library's scatter_max whose backward is `route`."""
+    class ScatterMaxPy(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, src, index, dim, dim_size):
+            values, argindex = scatter.load().scatter_max(src, index, dim, dim_size)
+            ctx.save_for_backward(argindex, index)
+            ctx.dim, ctx.n = dim, src.size(dim)
+            return values, argindex
+
+        @staticmethod
+        def backward(ctx, grad_values, grad_argindex):
+            argindex, index = ctx.saved_tensors
+            return route(grad_values, argindex, index, ctx.dim, ctx.n), None, None, None
+
+    return ScatterMaxPy
+
+
+def _spare_slot(grad, argindex, index, dim, n):
+    shape = list(grad.shape)
+    shape[dim] = n + 1
+    return grad.new_zeros(shape).scatter_(dim, argindex, grad).narrow(dim, 0, n)
+
+
+def _no_spare_slot(grad, argindex, index, dim, n):
+    shape = list(grad.shape)
+    shape[dim] = n
+    return grad.new_zeros(shape).scatter_(dim, argindex, grad)
+
+
+def _clamped(grad, argindex, index, dim, n):
+    return _no_spare_slot(grad, argindex.clamp(max=n - 1), index, dim, n)
+
+
+def test_max_function_check_passes_on_the_solution_and_on_a_python_version():
+    namespace = run_solution_cell("03_cpp_autograd", "ex3_3")
+    namespace["ops"] = scatter.load()  # the notebook's global, read when forward runs
+    assert ch03.check_scatter_max_function(namespace["ScatterMaxPy"]).passed
+    assert ch03.check_scatter_max_function(_max_function(_spare_slot)).passed
+
+
+@pytest.mark.parametrize("route, words", [
+    (lambda g, a, i, d, n: g.gather(d, i), ("gradient with respect to src", "belongs to its winner alone")),
+    (_clamped, ("gradient with respect to src", "nothing for an empty group")),
+    (_no_spare_slot, ("your backward raised", "spare slot")),
+    (lambda g, a, i, d, n: None, ("no gradient reached src",)),
+])
+def test_max_function_check_explains_each_mistake(route, words):
+    failed_with(ch03.check_scatter_max_function(_max_function(route)), *words)
+
+
+def test_max_function_check_wants_two_outputs_and_reports_stubs():
+    class ValuesOnly(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, src, index, dim, dim_size):
+            return scatter.load().scatter_max(src, index, dim, dim_size)[0]
+
+        @staticmethod
+        def backward(ctx, grad):
+            return None, None, None, None
+
+    failed_with(ch03.check_scatter_max_function(ValuesOnly), "should return (values, argindex)")
+
+    def stub(grad, argindex, index, dim, n):
+        raise NotImplementedError("not attempted yet")
+    assert ch03.check_scatter_max_function(_max_function(stub)).status == "not attempted yet"
+
+
 # ---- 4.1 a plain g++ build ------------------------------------------------------------------------
 
 def test_gxx_check_passes_on_the_solution():
@@ -128,9 +198,110 @@ def test_gxx_check_passes_on_the_solution():
     (lambda c: [w for w in c if not w.startswith("-D_GLIBCXX")], ("-D_GLIBCXX_USE_CXX11_ABI=",)),
     (lambda c: [f"-D_GLIBCXX_USE_CXX11_ABI={1 - ch04.torch_abi()}" if w.startswith("-D_GLIBCXX") else w for w in c],
      ("state the ABI explicitly", "as torch was built")),
-    (lambda c: [w for w in c if not w.startswith("-std")], ("C++17 or newer",)),
+    (lambda c: [w for w in c if not w.startswith("-std")], ("C++20", "-std=c++20")),
+    (lambda c: ["-std=c++17" if w.startswith("-std") else w for w in c], ("C++20", "-std=c++17")),
     (lambda c: " ".join(c), ("list of strings",)),
 ])
 def test_gxx_check_explains_what_is_missing(mistake, words):
     solution = run_solution_cell("04_building_and_packaging", "ex4_1")["gxx_command"]
     failed_with(ch04.check_gxx_command(lambda source, output: mistake(solution(source, output))), *words)
+
+
+# ---- 4.2 the LLTM as a setuptools extension ---------------------------------------------------------
+
+def _lltm_extension(**changes):
+    import torch.utils.cpp_extension as cpp_extension
+
+    from workbook import lltm
+
+    arguments = {"name": "wb_lltm._C", "sources": ["lltm.cpp", "lltm_python.cpp", "cpu/lltm_cpu.cpp"],
+                 "extra_compile_args": {"cxx": lltm.cpu_flags()}}
+    make = changes.pop("make", cpp_extension.CppExtension)
+    arguments.update(changes)
+    return lambda: make(**arguments)
+
+
+def test_lltm_extension_check_passes_on_the_solution_and_a_variant():
+    solution = run_solution_cell("04_building_and_packaging", "ex4_2")
+    assert ch04.check_lltm_extension(solution["lltm_extension"]).passed, str(ch04.check_lltm_extension(solution["lltm_extension"]))
+    assert ch04.check_lltm_extension(_lltm_extension()).passed
+
+
+def _plain_extension(**arguments):
+    from setuptools import Extension
+
+    return Extension(**arguments)
+
+
+_SIMD_MISSING = ("without lltm.cpu_flags()", "SIMD") if [f for f in __import__("workbook.lltm", fromlist=["x"]).cpu_flags()
+                                                          if not f.startswith("-O")] else None
+
+
+@pytest.mark.parametrize("changes, words", [
+    ({"make": _plain_extension}, ("torch's include folders", "CppExtension")),
+    ({"name": "wb_lltm"}, ("'wb_lltm._C'",)),
+    ({"sources": ["csrc/lltm/lltm.cpp", "csrc/lltm/lltm_python.cpp", "csrc/lltm/cpu/lltm_cpu.cpp"]},
+     ("relative to setup.py",)),
+    ({"sources": ["lltm.cpp", "cpu/lltm_cpu.cpp"]}, ("lltm_python.cpp", "PyInit__C")),
+    ({"sources": ["lltm_python.cpp", "cpu/lltm_cpu.cpp"]}, ("lltm.cpp", "TORCH_LIBRARY")),
+    ({"sources": ["lltm.cpp", "lltm_python.cpp", "cpu/lltm.cpp"]}, ("no csrc/lltm/cpu/lltm.cpp",)),
+    ({"sources": ["lltm.cpp", "lltm_python.cpp", "cpu/lltm_cpu.cpp", "cuda/lltm_cuda.cu"]}, ("remove",)),
+    pytest.param({"extra_compile_args": ["-O3"]}, _SIMD_MISSING,
+                 marks=pytest.mark.skipif(_SIMD_MISSING is None, reason="this CPU gets no SIMD flags (no AVX2)")),
+])
+def test_lltm_extension_check_explains_what_is_wrong(changes, words):
+    failed_with(ch04.check_lltm_extension(_lltm_extension(**changes)), *words)
+
+
+def test_lltm_extension_check_wants_an_extension():
+    failed_with(ch04.check_lltm_extension(lambda: "wb_lltm._C"), "should return a setuptools Extension")
+
+
+def test_lltm_extension_check_reports_the_stub_as_not_attempted():
+    def stub():
+        raise NotImplementedError("not attempted yet")
+    assert ch04.check_lltm_extension(stub).status == "not attempted yet"
+
+
+# ---- 4.3 CMake for a program that calls the scatter ops ---------------------------------------------
+
+def _app_cmake():
+    return run_solution_cell("04_building_and_packaging", "ex4_3")["app_cmake"]
+
+
+def test_app_cmake_check_passes_on_the_solution_and_on_variants():
+    solution = _app_cmake()
+    assert ch04.check_app_cmake(solution).passed
+    features = solution().replace("set(CMAKE_CXX_STANDARD 20)", "target_compile_features(scatter_app PRIVATE cxx_std_20)"
+                                  ).replace("find_package(Torch REQUIRED)", "find_package(Torch REQUIRED CONFIG)  # libtorch")
+    assert ch04.check_app_cmake(lambda: features).passed, str(ch04.check_app_cmake(lambda: features))
+
+
+@pytest.mark.parametrize("old, new, words", [
+    ("find_package(Torch REQUIRED)", "", ("find_package(Torch REQUIRED)",)),
+    ("find_package(Torch REQUIRED)", "# find_package(Torch REQUIRED)", ("find_package(Torch REQUIRED)",)),
+    ("set(CMAKE_CXX_STANDARD 20)", "set(CMAKE_CXX_STANDARD 17)", ("C++20", "asks for C++17")),
+    ("set(CMAKE_CXX_STANDARD 20)", "", ("C++20", "no standard")),
+    ("add_executable(scatter_app app.cpp)", "add_executable(app app.cpp)", ("add_executable(scatter_app app.cpp)",)),
+    ("-Wl,--no-as-needed wb_scatter -Wl,--as-needed", "wb_scatter", ("--no-as-needed", "drops the library")),
+    ("-Wl,--no-as-needed wb_scatter -Wl,--as-needed", "wb_scatter -Wl,--no-as-needed", ("--no-as-needed",)),
+    ("${TORCH_LIBRARIES} ", "", ("${TORCH_LIBRARIES} is missing",)),
+    (" -Wl,--no-as-needed wb_scatter -Wl,--as-needed", "", ("wb_scatter is missing",)),
+])
+def test_app_cmake_check_explains_each_mistake(old, new, words):
+    text = _app_cmake()()
+    assert old in text
+    failed_with(ch04.check_app_cmake(lambda: text.replace(old, new)), *words)
+
+
+def test_app_cmake_check_wants_find_package_before_its_use():
+    text = _app_cmake()()
+    moved = text.replace("find_package(Torch REQUIRED)\n", "") + "find_package(Torch REQUIRED)\n"
+    failed_with(ch04.check_app_cmake(lambda: moved), "must come before")
+
+
+def test_app_cmake_check_reports_the_stub_as_not_attempted_and_wants_text():
+    def stub():
+        raise NotImplementedError("not attempted yet")
+    assert ch04.check_app_cmake(stub).status == "not attempted yet"
+    failed_with(ch04.check_app_cmake(lambda: ["set(CMAKE_CXX_STANDARD 20)"]), "one string")

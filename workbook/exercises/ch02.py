@@ -6,6 +6,8 @@ The exercises work on the *gated tanh* unit, y = tanh(a) * sigmoid(b), written i
   ``[d_a, d_b]``, the gradients of sum(grad * y) with respect to a and b.
 * 2.2 ``check_gated_inputs(validate)``: ``validate(a, b)`` must accept matching floating-point
   tensors and raise a RuntimeError naming the argument for anything else.
+* 2.3 ``check_gated_function(GatedTanh, extension)``: ``GatedTanh`` is a ``torch.autograd.Function``
+  whose forward and backward call the extension's ``gated_tanh_forward`` and ``gated_tanh_backward``.
 """
 from __future__ import annotations
 
@@ -105,3 +107,55 @@ def check_gated_inputs(validate):
                      "dtype (it must be floating point)", ("float", "dtype", "type"), "a and b both int64")
     _expect_rejected(validate, torch.zeros(3, 4), torch.zeros(3, 4, device="meta"), ("a", "b"), "device",
                      ("device", "meta", "cpu"), "a on the CPU with b on the meta device")
+
+
+class _Spy:
+    """Counts the calls of one function of an extension module while the check runs."""
+
+    def __init__(self, extension, name):
+        self.extension, self.name, self.calls = extension, name, 0
+        self.original = getattr(extension, name)
+
+    def __enter__(self):
+        def counted(*args):
+            self.calls += 1
+            return self.original(*args)
+
+        setattr(self.extension, self.name, counted)
+        return self
+
+    def __exit__(self, *exc):
+        setattr(self.extension, self.name, self.original)
+
+
+@exercise("2.3 the C++ functions behind autograd")
+def check_gated_function(GatedTanh, extension):
+    import torch
+
+    generator = torch.Generator().manual_seed(23)
+    for shape, dtype in [((6,), torch.float64), ((3, 4), torch.float32)]:
+        a = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
+        b = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
+        grad = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
+        where = f"for a and b of shape {tuple(shape)} and dtype {dtype}"
+        leaf_a, leaf_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+        with _Spy(extension, "gated_tanh_forward") as forward, _Spy(extension, "gated_tanh_backward") as backward:
+            y = GatedTanh.apply(leaf_a, leaf_b)
+            expect_close(y, gated_tanh(a, b), f"the output {where}")
+            if forward.calls != 1:
+                raise Mistake(f"forward should call the C++ gated_tanh_forward once; it called it {forward.calls} times")
+            got = torch.autograd.grad(y, (leaf_a, leaf_b), grad, allow_unused=True)
+            if backward.calls != 1:
+                raise Mistake("backward should call the C++ gated_tanh_backward (once) and return what it computes; "
+                              f"it called it {backward.calls} times")
+        expected_a, expected_b = torch.autograd.grad(gated_tanh(leaf_a, leaf_b), (leaf_a, leaf_b), grad)
+        for name, value, expected in (("a", got[0], expected_a), ("b", got[1], expected_b)):
+            if value is None:
+                raise Mistake(f"no gradient reached {name}: backward returns one gradient per input of forward, "
+                              "in order (d_a, d_b)")
+            expect_close(value, expected, f"the gradient for {name} {where}")
+    a64 = torch.randn(5, generator=generator, dtype=torch.float64, requires_grad=True)
+    b64 = torch.randn(5, generator=generator, dtype=torch.float64)
+    (only_a,) = torch.autograd.grad(GatedTanh.apply(a64, b64).sum(), a64)
+    (want,) = torch.autograd.grad(gated_tanh(a64, b64).sum(), a64)
+    expect_close(only_a, want, "the gradient for a when b does not require grad")

@@ -99,3 +99,44 @@ def check_scatter_max(scatter_max):
         return
     raise Mistake("an index value 5 with dim_size=2 was accepted: writing values[5] would corrupt memory; "
                   "check each index value with TORCH_CHECK(0 <= k && k < dim_size, \"index ...\")")
+
+
+@exercise("3.3 scatter_max's gradient, Python style")
+def check_scatter_max_function(ScatterMaxPy):
+    import torch
+
+    from .. import scatter
+
+    generator = torch.Generator().manual_seed(33)
+    cases = [((7,), 0, 3, 5), ((5, 4), 0, 3, 4), ((3, 7), 1, 4, None), ((2, 5, 3), 1, 2, 4)]
+    for shape, dim, groups, dim_size in cases:
+        src = torch.randn(shape, dtype=torch.float64, generator=generator)
+        index = torch.randint(0, groups, shape, generator=generator)
+        where = f"for src of shape {shape}, dim={dim}, index values in [0, {groups}), dim_size={dim_size}"
+        leaf = src.clone().requires_grad_()
+        result = ScatterMaxPy.apply(leaf, index, dim, dim_size)
+        if not isinstance(result, (tuple, list)) or len(result) != 2:
+            raise Mistake(f"ScatterMaxPy.apply should return (values, argindex), got {type(result).__name__} {where}")
+        values, argindex = result
+        expected_values, expected_arg = scatter.scatter_max(src, index, dim, None, dim_size)
+        expect_close(values, expected_values, f"values {where}")
+        expect_close(argindex, expected_arg, f"argindex {where}")
+        weight = torch.randn(values.shape, dtype=torch.float64, generator=generator)
+        try:
+            (grad,) = torch.autograd.grad((values * weight).sum(), leaf, allow_unused=True)
+        except RuntimeError as error:
+            if "not attempted yet" in str(error):
+                raise NotImplementedError from None
+            raise Mistake(f"your backward raised {where}: {str(error).splitlines()[0]}. An empty group's argindex "
+                          f"is src.size(dim) = {src.size(dim)}, one past the end: scatter into a tensor with one "
+                          "spare slot along dim, then narrow it away") from None
+        if grad is None:
+            raise Mistake(f"no gradient reached src {where}: backward's first result is the gradient for src")
+        expected_leaf = src.clone().requires_grad_()
+        (expected,) = torch.autograd.grad(
+            (scatter.scatter_max(expected_leaf, index, dim, None, dim_size)[0] * weight).sum(), expected_leaf)
+        try:
+            expect_close(grad, expected, f"the gradient with respect to src {where}")
+        except Mistake as mistake:
+            raise Mistake(f"{mistake}. Each group's gradient belongs to its winner alone (the element at argindex "
+                          "along dim); every other element, and nothing for an empty group, gets 0") from None

@@ -5,6 +5,12 @@
   library — with torch's include folders, the C++ standard and the ``_GLIBCXX_USE_CXX11_ABI`` value
   torch was built with stated explicitly, the library folder, and a run path so that the program
   finds ``libc10.so`` when it runs. The check builds the program with the command and runs it.
+* 4.2 ``check_lltm_extension(lltm_extension)``: ``lltm_extension()`` returns the setuptools
+  ``Extension`` that a ``csrc/lltm/setup.py`` would declare for the LLTM extension. Checked by
+  inspecting the object (building it would take minutes).
+* 4.3 ``check_app_cmake(app_cmake)``: ``app_cmake()`` returns the CMake commands that build a
+  program ``scatter_app`` from ``app.cpp`` against libtorch and the ``wb_scatter`` library target.
+  Checked by reading the commands (configuring libtorch with CMake takes long).
 """
 from __future__ import annotations
 
@@ -74,9 +80,9 @@ def check_gxx_command(gxx_command):
         raise Mistake(f"state the ABI explicitly, as torch was built: -D_GLIBCXX_USE_CXX11_ABI={abi} "
                       f"(torch._C._GLIBCXX_USE_CXX11_ABI is {bool(abi)}); your command has {abi_flags or 'none'}")
     standards = [w for w in command if w.startswith("-std=")]
-    if not standards or not re.fullmatch(r"-std=(c|gnu)\+\+(17|20|2a|23|2b)", standards[-1]):
-        raise Mistake(f"state the C++ standard: torch's headers need C++17 or newer (-std=c++17); "
-                      f"your command has {standards or 'none'}")
+    if not standards or not re.fullmatch(r"-std=(c|gnu)\+\+(20|2a|23|2b|26|2c)", standards[-1]):
+        raise Mistake(f"state the C++ standard torch is built for: torch 2.13 compiles extensions as C++20 "
+                      f"(-std=c++20); your command has {standards or 'none'}")
     if str(source) not in command or str(output) not in command:
         raise Mistake("the command must compile `source` and write the program to `output` (-o output)")
 
@@ -102,3 +108,116 @@ def check_gxx_command(gxx_command):
         raise Mistake(f"the program failed (exit {run.returncode}): {run.stderr.strip()[:300]}")
     if run.stdout.strip() != EXPECTED_OUTPUT:
         raise Mistake(f"the program printed {run.stdout.strip()!r}, expected {EXPECTED_OUTPUT!r}")
+
+
+# ---- 4.2 the LLTM as a setuptools extension ------------------------------------------------------
+
+LLTM_FOLDER = "csrc/lltm"
+LLTM_SOURCES = {"lltm.cpp": "the schema (TORCH_LIBRARY)",
+                "lltm_python.cpp": "the pybind11 module (PYBIND11_MODULE, so Python finds PyInit__C)",
+                "cpu/lltm_cpu.cpp": "the CPU kernels"}
+
+
+def _compile_args(extension) -> list:
+    args = extension.extra_compile_args
+    return list(args.get("cxx", [])) if isinstance(args, dict) else list(args or [])
+
+
+@exercise("4.2 the LLTM as a setuptools extension")
+def check_lltm_extension(lltm_extension):
+    from setuptools import Extension
+    from torch.utils.cpp_extension import include_paths
+
+    from .. import CSRC_DIR, lltm
+
+    extension = lltm_extension()
+    if not isinstance(extension, Extension):
+        raise Mistake(f"lltm_extension() should return a setuptools Extension (from CppExtension), "
+                      f"got {type(extension).__name__}")
+    if not set(include_paths()) <= set(extension.include_dirs):
+        raise Mistake("the extension lacks torch's include folders: declare it with "
+                      "torch.utils.cpp_extension.CppExtension, which adds them (and torch's libraries)")
+    if extension.name != "wb_lltm._C":
+        raise Mistake(f"the extension's name decides where the module goes and what it is called: it should be "
+                      f"'wb_lltm._C' (imported as wb_lltm._C), got {extension.name!r}")
+    sources = list(extension.sources)
+    for source in sources:
+        if source.startswith("/") or source.startswith(LLTM_FOLDER):
+            raise Mistake(f"setuptools wants source paths relative to setup.py, which lives in {LLTM_FOLDER}/; "
+                          f"got {source!r}")
+        if not (CSRC_DIR / "lltm" / source).is_file():
+            raise Mistake(f"there is no {LLTM_FOLDER}/{source}")
+    for source, holds in LLTM_SOURCES.items():
+        if source not in sources:
+            raise Mistake(f"the sources lack {source}, {holds}")
+    if len(sources) != len(LLTM_SOURCES):
+        extra = [s for s in sources if s not in LLTM_SOURCES]
+        raise Mistake(f"only the three C++ files belong in a CPU build; remove {extra}")
+    wanted = [flag for flag in lltm.cpu_flags() if not flag.startswith("-O")]
+    missing = [flag for flag in wanted if flag not in _compile_args(extension)]
+    if missing:
+        raise Mistake(f"the compile arguments lack {' '.join(missing)}: without lltm.cpu_flags()'s SIMD flags the "
+                      "at::vec::Vectorized loops compile to scalar code")
+
+
+# ---- 4.3 a CMake project for a program that calls the scatter ops ------------------------------
+
+_COMMAND = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\s*\(([^()]*)\)")
+_WORD = re.compile(r'"[^"]*"|[^\s"]+')
+
+
+def cmake_commands(text: str) -> list[tuple[str, list[str]]]:
+    """The commands of a CMake file as (lower-case name, arguments), comments removed."""
+    lines = [line.split("#", 1)[0] for line in text.splitlines()]
+    return [(name.lower(), [w.strip('"') for w in _WORD.findall(arguments)])
+            for name, arguments in _COMMAND.findall("\n".join(lines))]
+
+
+def _cxx_standard(commands) -> int | None:
+    for name, args in commands:
+        if name == "set" and args[:1] == ["CMAKE_CXX_STANDARD"] and len(args) > 1 and args[1].isdigit():
+            return int(args[1])
+        if name == "target_compile_features":
+            for word in args:
+                if word.startswith("cxx_std_") and word[8:].isdigit():
+                    return int(word[8:])
+    return None
+
+
+@exercise("4.3 CMake for a program that calls the scatter ops")
+def check_app_cmake(app_cmake):
+    text = app_cmake()
+    if not isinstance(text, str):
+        raise Mistake(f"app_cmake() should return the CMake commands as one string, got {type(text).__name__}")
+    commands = cmake_commands(text)
+    finds = [i for i, (name, args) in enumerate(commands)
+             if name == "find_package" and args[:1] == ["Torch"] and "REQUIRED" in args]
+    if not finds:
+        raise Mistake("find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES and the flags "
+                      "torch needs")
+    standard = _cxx_standard(commands)
+    if standard is None or standard < 20:
+        raise Mistake("ask for C++20, as torch 2.13 is built: set(CMAKE_CXX_STANDARD 20) (or "
+                      f"target_compile_features(scatter_app PRIVATE cxx_std_20)); your file asks for "
+                      f"{'C++' + str(standard) if standard else 'no standard'}")
+    executables = [args for name, args in commands if name == "add_executable"]
+    if not any(args[:1] == ["scatter_app"] and "app.cpp" in args[1:] for args in executables):
+        raise Mistake(f"build the program with add_executable(scatter_app app.cpp); your add_executable calls: "
+                      f"{executables or 'none'}")
+    links = [args[1:] for name, args in commands if name == "target_link_libraries" and args[:1] == ["scatter_app"]]
+    if not links:
+        raise Mistake("link the program: target_link_libraries(scatter_app PRIVATE ...) is missing")
+    words = [word for args in links for word in args]
+    if "${TORCH_LIBRARIES}" not in words:
+        raise Mistake("link libtorch: ${TORCH_LIBRARIES} is missing from target_link_libraries(scatter_app ...)")
+    if "wb_scatter" not in words:
+        raise Mistake("link the op library: wb_scatter is missing from target_link_libraries(scatter_app ...)")
+    position = words.index("wb_scatter")
+    switches = [w for w in words[:position] if w in ("-Wl,--no-as-needed", "-Wl,--as-needed")]
+    if switches[-1:] != ["-Wl,--no-as-needed"]:
+        raise Mistake("the program names no function of wb_scatter (it finds the ops by name in the dispatcher), "
+                      "so a linker with --as-needed drops the library and the ops are never registered: "
+                      "put -Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)")
+    first_link = next(i for i, (name, args) in enumerate(commands) if name == "target_link_libraries")
+    if finds[0] > first_link:
+        raise Mistake("find_package(Torch REQUIRED) must come before the commands that use TORCH_LIBRARIES")
