@@ -151,8 +151,9 @@ def check_gpu() -> Finding:
                        note="no NVIDIA GPU on this machine: chapter 05 takes its CPU path (nothing to fix)")
     if torch.version.cuda is None:
         return Finding("CUDA GPU", None, needed,
-                       f"this machine has a GPU, but this torch is a CPU-only build: pip install torch=={_pinned('torch')} "
-                       "(pip's default Linux wheel is the CUDA build)", required=False)
+                       "this machine has a GPU, but this torch is a CPU-only build: "
+                       f"pip install torch=={_pinned('torch')} (pip's default Linux wheel is the CUDA build)",
+                       required=False)
     return Finding("CUDA GPU", None, needed,
                    "torch is a CUDA build but sees no GPU: check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
                    required=False)

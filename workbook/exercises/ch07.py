@@ -133,6 +133,7 @@ def check_accumulator(accumulator_class):
     fresh.save(str(path))
     run = torchscript.run_app(torchscript.example_app(), path, (c,), check=False)
     if run.returncode != 0:
-        raise Mistake(f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}")
+        raise Mistake("the C++ program could not run the saved Accumulator: "
+                      f"{torchscript.error_summary(run.stderr, 2)}")
     expect_close(torchscript.read_app_output(path), a + b + c,
                  "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")
