@@ -227,7 +227,7 @@ def run_app(app, model, inputs, *, output=None, library=None, check=True) -> sub
     """Run the example program on a saved model.
 
     `inputs` (a tuple of the model's arguments) is written with torch.save; the program reads it with
-    torch::pickle_load, runs the model and writes the result with torch::pickle_save to `output`
+    torch::jit::pickle_load, runs the model and writes the result with torch::jit::pickle_save to `output`
     (default: next to the model, with suffix .out.pt), which `read_app_output` loads.
     Paths in the program's output are printed relative to the repository.
     """

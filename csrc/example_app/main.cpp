@@ -4,7 +4,7 @@
 //
 // MODEL   a file written by torch.jit.save
 // INPUTS  a tuple of the model's arguments, written by torch.save
-// OUTPUT  where to write the model's result (torch::pickle_save; Python reads it with torch.load)
+// OUTPUT  where to write the model's result (torch::jit::pickle_save; Python reads it with torch.load)
 // LIBRARY the op library, for the variant that loads it at run time with dlopen
 //
 // The model calls workbook_cv::warp_perspective and may hold workbook_classes::TensorStack
