@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import os
 import sys
 from pathlib import Path
 
@@ -30,6 +31,12 @@ CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]
 # without the flag it silently runs on one thread. load() would compile at -O0 without -O3.
 EXTRA_CFLAGS = ["-O3", "-fopenmp"]
 EXTRA_LDFLAGS = ["-fopenmp"]
+# `make sanitize` sets WORKBOOK_SANITIZE=1: the same sources, built into a folder of their own with
+# AddressSanitizer and UndefinedBehaviorSanitizer (any finding aborts the process) and warnings as
+# errors. Loading such a library needs the ASan runtime preloaded into Python (the Makefile does it).
+SANITIZE = os.environ.get("WORKBOOK_SANITIZE") == "1"
+SANITIZER_FLAGS = ["-fsanitize=address,undefined", "-fno-sanitize-recover=all", "-fno-omit-frame-pointer", "-g"]
+WARNING_FLAGS = ["-Wall", "-Wextra", "-Werror"]
 
 _loaded = False
 
@@ -70,17 +77,27 @@ def load():
                 "installed wb_scatter package?). Loading the JIT build as well would abort the process "
                 "(a TORCH_LIBRARY namespace can be registered only once); restart the kernel."
             )
-        build.load(
-            NAME,
-            CPP_SOURCES + cuda_sources(),
-            is_python_module=False,
-            extra_cflags=EXTRA_CFLAGS,
-            extra_cuda_cflags=["-O3"],
-            extra_ldflags=EXTRA_LDFLAGS,
-        )
+        _build()
         _python_half.register_fakes()
         _loaded = True
     return torch.ops.wb_scatter
+
+
+def _build():
+    if not SANITIZE:
+        build.load(NAME, CPP_SOURCES + cuda_sources(), is_python_module=False, extra_cflags=EXTRA_CFLAGS,
+                   extra_cuda_cflags=["-O3"], extra_ldflags=EXTRA_LDFLAGS)
+        return
+    # The compiler runs without the ASan runtime this process was started with: under it, it is
+    # several times slower.
+    preload = os.environ.pop("LD_PRELOAD", None)
+    try:
+        build.load(f"{NAME}_sanitized", CPP_SOURCES, is_python_module=False,
+                   extra_cflags=EXTRA_CFLAGS + SANITIZER_FLAGS + WARNING_FLAGS,
+                   extra_ldflags=EXTRA_LDFLAGS + SANITIZER_FLAGS[:1])
+    finally:
+        if preload is not None:
+            os.environ["LD_PRELOAD"] = preload
 
 
 def _namespace_taken() -> bool:
