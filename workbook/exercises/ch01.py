@@ -69,7 +69,8 @@ def check_gated_unit(GatedUnit) -> None:
     for inputs, unneeded in (((x, g.detach()), "g"), ((x.detach(), g), "x")):
         returned = _returned_by_backward(GatedUnit, inputs, grad_y)
         if len(returned) != 2:
-            raise Mistake(f"backward returned {len(returned)} values; return one per input of forward: (grad_x, grad_g)")
+            raise Mistake(f"backward returned {len(returned)} values; return one per input of forward: "
+                          "(grad_x, grad_g)")
         position = "xg".index(unneeded)
         if returned[position] is not None:
             raise Mistake(f"when {unneeded} does not require grad, backward still computed its gradient: check "

@@ -143,7 +143,8 @@ def check_gated_function(GatedTanh, extension):
             y = GatedTanh.apply(leaf_a, leaf_b)
             expect_close(y, gated_tanh(a, b), f"the output {where}")
             if forward.calls != 1:
-                raise Mistake(f"forward should call the C++ gated_tanh_forward once; it called it {forward.calls} times")
+                raise Mistake("forward should call the C++ gated_tanh_forward once; "
+                              f"it called it {forward.calls} times")
             got = torch.autograd.grad(y, (leaf_a, leaf_b), grad, allow_unused=True)
             if backward.calls != 1:
                 raise Mistake("backward should call the C++ gated_tanh_backward (once) and return what it computes; "

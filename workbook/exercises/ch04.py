@@ -204,6 +204,13 @@ def check_app_cmake(app_cmake):
     if not any(args[:1] == ["scatter_app"] and "app.cpp" in args[1:] for args in executables):
         raise Mistake(f"build the program with add_executable(scatter_app app.cpp); your add_executable calls: "
                       f"{executables or 'none'}")
+    defined = next(i for i, (name, args) in enumerate(commands)
+                   if name == "add_executable" and args[:1] == ["scatter_app"])
+    early = [name for name, args in commands[:defined] if name.startswith("target_") and args[:1] == ["scatter_app"]]
+    if early:
+        raise Mistake(f"{early[0]}(scatter_app ...) comes before add_executable(scatter_app ...), which defines the "
+                      "target: CMake stops with 'Cannot specify ... for target \"scatter_app\" which is not built by "
+                      "this project'")
     links = [args[1:] for name, args in commands if name == "target_link_libraries" and args[:1] == ["scatter_app"]]
     if not links:
         raise Mistake("link the program: target_link_libraries(scatter_app PRIVATE ...) is missing")
