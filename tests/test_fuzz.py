@@ -225,7 +225,7 @@ def lltm_arguments(draw, dtype):
     batch, features, state = draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 3))
     shapes = {"input": [batch, features], "weights": [3 * state, state + features], "bias": [3 * state],
               "old_h": [batch, state], "old_cell": [batch, state]}
-    return {name: tensor(shape, dtype, seed=i, layout=pick(draw, LAYOUTS[:4]),
+    return {name: tensor(shape, dtype, seed=i, layout=pick(draw, LAYOUTS),
                          special=pick(draw, SPECIALS) if name == "input" else None,
                          grad=draw(st.booleans()))
             for i, (name, shape) in enumerate(shapes.items())}
@@ -249,7 +249,7 @@ def lltm_forward_cases(draw):
         spec.update(dtype="int64", grad=False, special=None)
         return error("lltm_forward", args, [name], **case)
     if mutation == "rank":
-        spec["shape"] = [1] + spec["shape"]
+        spec["shape"] = pick(draw, [[1] + spec["shape"], []])
         return error("lltm_forward", args, [name], **case)
     if mutation == "shape":
         axis = draw(st.integers(0, len(spec["shape"]) - 1))
@@ -319,7 +319,7 @@ def warp_cases(draw):
         image["tensor"].update(dtype=pick(draw, ["float64", "float16", "int32", "uint8"]), grad=False)
         return broke("image")
     if mutation == "image_rank":
-        image["tensor"]["shape"] = pick(draw, [[4], [1, 2, 2, 1]])
+        image["tensor"]["shape"] = pick(draw, [[], [4], [1, 2, 2, 1]])
         return broke("image")
     if mutation == "image_channels":
         image["tensor"]["shape"] = shape[:2] + [pick(draw, [0, 5])]
@@ -331,7 +331,7 @@ def warp_cases(draw):
         args[mutation[5:]] = None
         return broke(mutation[5:])
     if mutation == "warp_shape":
-        shape3 = pick(draw, [[2, 3], [9], [3, 3, 1]])
+        shape3 = pick(draw, [[], [2, 3], [9], [3, 3, 1]])
         warp["tensor"].update(shape=shape3, values=None, layout="contiguous")
         return broke("warp")
     if mutation == "warp_special":
@@ -386,14 +386,17 @@ def box_blur_cases(draw):
     image = tensor(shape, dtype, layout=pick(draw, LAYOUTS[:4]), grad=draw(st.booleans()),
                    seed=draw(st.integers(0, 9)))
     args = {"image": image, "size": pick(draw, [1, 3, 5])}
-    mutation = pick(draw, ["rank", "dtype", "size", "size_type", "none_image", "meta"] + ["none"] * 3)
+    mutation = pick(draw, ["rank", "dtype", "empty", "size", "size_type", "none_image", "meta"] + ["none"] * 3)
     if mutation == "none":
         return valid("box_blur", args)
     if mutation == "meta":  # the fake kernel: shapes only
         image["tensor"]["device"] = "meta"
         return valid("box_blur", args)
     if mutation == "rank":
-        image["tensor"]["shape"] = pick(draw, [[4], [2, 2, 2]])
+        image["tensor"]["shape"] = pick(draw, [[], [4], [2, 2, 2]])
+        return error("box_blur", args, ["image"])
+    if mutation == "empty":
+        image["tensor"]["shape"] = pick(draw, [[0, shape[1]], [shape[0], 0]])
         return error("box_blur", args, ["image"])
     if mutation == "dtype":
         image["tensor"].update(dtype=pick(draw, ["float16", "int64", "uint8"]), grad=False)
@@ -472,6 +475,10 @@ KNOWN_BAD_MESSAGES = {
     "checks that size is odd and positive, not that it fits OpenCV's int)":
         lambda case: case["family"] == "box_blur" and isinstance(case["args"]["size"], int)
         and case["args"]["size"] > 2**31 and case["args"]["size"] % 2,
+    "box_blur(empty image, size): cv2.error '!_src.empty() in function boxFilter' (the same cell does not check "
+    "that image has pixels)":
+        lambda case: case["family"] == "box_blur" and isinstance(case["args"]["image"], dict)
+        and 0 in case["args"]["image"]["tensor"]["shape"],
 }
 
 # The runner's self-checks, run in the same batch: a case that must fail for each way a case can fail.
