@@ -496,6 +496,7 @@ SELF_CHECKS = [
 
 def test_every_op_answers_bad_input_with_a_result_or_a_named_error(capsys):
     cases = all_cases()
+    fuzz.load_libraries()
     results = fuzz.run_cases(cases + [case for case, _ in SELF_CHECKS])
     results, self_checks = results[:len(cases)], results[len(cases):]
     for (case, outcome), result in zip(SELF_CHECKS, self_checks):
