@@ -14,7 +14,7 @@ SYSTEM_NEEDS := g++:g++ cmake:cmake ninja-build:ninja ccache:ccache make:make \
                 libopencv-dev:/usr/include/opencv4/opencv2/core.hpp python3-venv:ensurepip \
                 chromium:chromium
 
-.PHONY: setup lab test notebooks bench system-packages
+.PHONY: setup lab test notebooks bench compile-times system-packages
 
 setup: system-packages $(VENV)/.installed
 
@@ -33,6 +33,10 @@ notebooks: setup
 # C++ ops against Python and native ones, side by side; prints a table (not a test).
 bench: setup
 	$(PY) -m workbook.bench
+
+# Each translation unit's compile time (latest and slowest build) from the ninja logs under build/.
+compile-times: setup
+	$(PY) -m workbook.compile_times
 
 system-packages:
 	@missing=""; \
