@@ -4,7 +4,7 @@ Hypothesis draws the cases (plain data; a fixed seed, so a failure reproduces), 
 runs them in child processes, where a crash or an abort is reported as the case that caused it.
 Each case either matches a reference (values, and gradients when an input requires grad) or raises
 an exception whose message names the argument the case broke. A failure shows the case as JSON; to
-run it alone: `python -c 'from workbook import fuzz; print(fuzz.run_cases([<the case>]))'`.
+run it alone: `fuzz.run_cases([json.loads(<the case>)])`.
 """
 import json
 import math
