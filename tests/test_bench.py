@@ -1,0 +1,67 @@
+"""`make bench` in its quickest configuration: every comparison runs and lands in the JSON and the plots.
+
+Timings are never asserted (they belong in a report); the structure and finiteness of the results are.
+One thread keeps the run short on a shared machine. Reuses the builds of the chapters' extensions; the
+do-nothing extension of the overhead comparison (workbook/bench/nothing.cpp) compiles once, ~15 s.
+"""
+import json
+import math
+
+import pytest
+
+from workbook.bench import __main__ as bench
+from workbook.bench import lltm_cases, overhead_cases, scatter_cases
+
+
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("bench")
+    returned = bench.main(["--quick", "--threads", "1", "--out", str(folder)])
+    return folder, returned
+
+
+def positive_and_finite(value):
+    return isinstance(value, float) and math.isfinite(value) and value > 0
+
+
+def test_the_json_is_what_the_run_returned_with_every_section(quick_run):
+    folder, returned = quick_run
+    written = json.loads((folder / "results.json").read_text())
+    assert written == returned
+    assert set(written["sections"]) == set(bench.SECTIONS)
+    assert written["meta"]["quick"] is True and written["meta"]["threads"] == 1
+
+
+def test_every_scatter_op_and_case_has_a_finite_row(quick_run):
+    rows = quick_run[1]["sections"]["scatter"]
+    cases = list(scatter_cases.cases(bench.QUICK["elements"], bench.QUICK["groups"]))
+    assert {"random", "sorted"} == {case[2] for case in cases} and {"1-D", "[N, 64]"} == {case[3] for case in cases}
+    keys = [(row["elements"], row["groups"], row["index"], row["layout"], row["dtype"], row["op"]) for row in rows]
+    assert sorted(keys) == sorted((*case, op) for case in cases for op in scatter_cases.OPS)
+    for row in rows:
+        assert set(row["natives_s"]) == set(scatter_cases.NATIVES[row["op"]])
+        assert row["best_native"] in row["natives_s"]
+        numbers = [row["ours_s"], *row["natives_s"].values(), row["ratio"], row["ours_gbps"], row["copy_gbps"],
+                   row["percent_of_copy"]]
+        assert all(positive_and_finite(value) for value in numbers), row
+        assert row["ratio"] == pytest.approx(row["natives_s"][row["best_native"]] / row["ours_s"])
+
+
+def test_lltm_warp_and_overhead_rows(quick_run):
+    sections = quick_run[1]["sections"]
+    assert [row["task"] for row in sections["lltm"]] == list(lltm_cases.TASKS)
+    for row in sections["lltm"]:
+        assert set(row["times_s"]) == set(lltm_cases.VERSIONS)
+        assert len(row["ratios"]) == len(lltm_cases.RATIOS)
+        assert all(positive_and_finite(value) for value in [*row["times_s"].values(), *row["ratios"].values()])
+    assert [(row["side"], row["channels"]) for row in sections["warp"]] == [(side, c) for side in bench.QUICK["sides"]
+                                                                              for c in (1, 3)]
+    assert all(positive_and_finite(row[key]) for row in sections["warp"] for key in ("ours_s", "cv2_s", "ratio"))
+    assert [row["kind"] for row in sections["overhead"]] == list(overhead_cases.STATEMENTS)
+    assert all(positive_and_finite(row["seconds"]) for row in sections["overhead"])
+
+
+def test_plots_are_written(quick_run):
+    folder = quick_run[0]
+    for name in ("scatter_ratios.png", "scatter_bandwidth.png", "lltm.png", "warp.png", "overhead.png"):
+        assert (folder / name).read_bytes().startswith(b"\x89PNG"), name

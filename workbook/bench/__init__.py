@@ -1,0 +1,24 @@
+"""`make bench`: the workbook's C++ ops against Python, torch.compile, native ops and OpenCV, side by side.
+
+    python -m workbook.bench                      # everything (long: the scatter grid has ~150 cases)
+    python -m workbook.bench --quick              # tiny sizes, one round: seconds, exercises every path
+    python -m workbook.bench --only scatter --elements 1e6 --groups 10 1e4 1e6
+
+Every comparison is timed with torch.utils.benchmark in one process, the statements of a comparison
+in turn, over several rounds (workbook.bench.timing). Ratios > 1 mean ours is faster. Printed and
+written to build/bench/results.json with PNG plots next to it; never asserted, since timings belong
+in a report, not in a test.
+"""
+from .timing import Settings, measure, side_by_side
+
+# The interface chapter 03 and workbook.stable time with: best_of_rounds, with THREADS intra-op
+# threads (None: torch's default), ROUNDS rounds of MIN_RUN_TIME seconds per case.
+ROUNDS = 3
+MIN_RUN_TIME = 0.4
+THREADS = None
+
+
+def best_of_rounds(cases: dict[str, tuple[str, dict]]) -> dict[str, float]:
+    """Median seconds per call of each case {name: (statement, globals)}, timed in turn, best of ROUNDS rounds."""
+    settings = Settings(rounds=ROUNDS, min_run_time=MIN_RUN_TIME, threads=THREADS)
+    return {name: times["median_s"] for name, times in side_by_side(cases, settings).items()}
