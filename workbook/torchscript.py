@@ -119,7 +119,9 @@ def _fake_warp_perspective(image, warp, height, width):
 
     torch._check(image.dim() in (2, 3), lambda: f"warp_perspective: image must be 2-D or 3-D, got {image.dim()}-D")
     torch._check(warp.dim() == 2, lambda: f"warp_perspective: warp must be a 3 x 3 matrix, got {tuple(warp.shape)}")
-    torch._check(warp.device == image.device,
+    # A CPU warp may go with a meta image (shapes only); a meta warp with a real image would give a
+    # result of uninitialised memory.
+    torch._check(warp.device == image.device or warp.device.type == "cpu",
                  lambda: f"warp_perspective: warp is on {warp.device} but image is on {image.device}")
     return image.new_empty((height, width, *image.shape[2:]))
 
