@@ -81,3 +81,89 @@ def test_a_cuda_torch_that_sees_no_gpu_points_at_the_driver(monkeypatch):
     monkeypatch.setattr(torch.version, "cuda", "13.0")
     monkeypatch.setattr(doctor, "_run", lambda *command: "GPU 0: NVIDIA H200 (UUID: GPU-0)\n")
     assert "check the driver (nvidia-smi)" in doctor.check_gpu().fix
+
+
+def test_a_compiler_command_line_in_cxx_is_a_problem(monkeypatch):
+    monkeypatch.setenv("CXX", "ccache g++")
+    finding = doctor.check_compiler()
+    assert not finding.ok and finding.problem and "unset CXX" in finding.fix
+    assert doctor.report([finding]).startswith("PROBLEM")
+    assert "unset CXX" in doctor.summary([finding])
+
+
+def test_cuda_home_is_not_asked_for_by_a_cpu_only_torch(cpu_only_torch):
+    finding = doctor.check_cuda_home()
+    assert finding.ok and "CPU-only" in finding.found
+
+
+@pytest.fixture
+def cuda_torch(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.delenv("CUDA_PATH", raising=False)
+
+
+def test_cuda_home_without_nvcc_is_named(cuda_torch, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)
+    finding = doctor.check_cuda_home()
+    assert not finding.ok and finding.problem and f"CUDA_HOME={tmp_path} has no working bin/nvcc" in finding.fix
+
+
+def test_cuda_home_of_another_major_version_is_named(cuda_torch, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(doctor, "_run", lambda *command: "Cuda compilation tools, release 12.4, V12.4.131\n")
+    finding = doctor.check_cuda_home()
+    assert not finding.ok and "is CUDA 12.4, torch was built with CUDA 13.0" in finding.fix
+
+
+def test_cuda_home_matching_torch_is_fine(cuda_torch, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(doctor, "_run", lambda *command: "Cuda compilation tools, release 13.0, V13.0.48\n")
+    assert doctor.check_cuda_home().found == f"CUDA 13.0 in {tmp_path}"
+
+
+def test_no_cuda_toolkit_at_all_is_named(cuda_torch, monkeypatch):
+    monkeypatch.delenv("CUDA_HOME", raising=False)
+    monkeypatch.setattr(doctor.shutil, "which", lambda program: None)
+    monkeypatch.setattr(doctor, "Path", _PathWithoutUsrLocalCuda)
+    finding = doctor.check_cuda_home()
+    assert not finding.ok and "no CUDA toolkit found: install the CUDA 13 toolkit" in finding.fix
+
+
+class _PathWithoutUsrLocalCuda(type(doctor.Path())):
+    def exists(self):
+        return str(self) != "/usr/local/cuda" and super().exists()
+
+
+def test_a_stale_build_lock_is_found_and_a_held_one_is_not(tmp_path, monkeypatch):
+    from workbook import build
+
+    monkeypatch.setattr(doctor, "REPO_ROOT", tmp_path)
+    extensions = tmp_path / "build" / "torch_extensions"
+    for name in ("interrupted", "busy"):
+        (extensions / name).mkdir(parents=True)
+        (extensions / name / "lock").touch()
+    assert doctor.check_build_locks().ok is False
+    with build.exclusive(tmp_path / "build" / "locks" / "busy.flock"):
+        finding = doctor.check_build_locks()
+    assert not finding.ok and finding.problem
+    assert "rm build/torch_extensions/interrupted/lock" in finding.fix and "busy" not in finding.fix
+
+
+def test_no_lock_files_is_fine(tmp_path):
+    assert doctor.check_build_locks(tmp_path).found == "none"
+
+
+def test_an_installed_package_that_fails_to_load_asks_for_no_build_isolation(monkeypatch):
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: object() if name == "wb_scatter" else None)
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)  # the child's import failed
+    finding = doctor.check_installed_extensions()
+    assert not finding.ok and finding.problem
+    assert "pip install --no-build-isolation --force-reinstall csrc/scatter" in finding.fix
+
+
+def test_no_installed_package_is_fine(monkeypatch):
+    monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
+    assert doctor.check_installed_extensions().found == "none installed"

@@ -29,6 +29,7 @@ class Finding:
     fix: str  # the command or step that provides it; "" when there is nothing to fix
     required: bool = True
     note: str = ""  # what its absence means, when there is nothing to fix
+    problem: bool = False  # not a missing tool but something in the way (a stale lock, a wrong setting)
 
     @property
     def ok(self) -> bool:
@@ -80,6 +81,12 @@ def check_torch() -> Finding:
 
 def check_compiler() -> Finding:
     compiler = os.environ.get("CXX") or "c++"
+    if len(compiler.split()) > 1:
+        # torch runs $CXX as one program name; `CXX="ccache g++"` fails every build.
+        return Finding("C++20 compiler", None, "chapters 02–10",
+                       f"CXX={compiler!r} is a command line, not a compiler: unset CXX or set it to one program "
+                       "(torch puts ccache in front by itself; CMake: -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)",
+                       problem=True)
     version = _version(_run(compiler, "-dumpfullversion", "-dumpversion"))
     # torch 2.13 compiles extensions with -std=c++20 (and its CMake config asks for C++20): g++ 10 or newer.
     if version and int(version.split(".")[0]) < 10:
@@ -137,6 +144,92 @@ def check_nvcc() -> Finding:
                    "install the CUDA toolkit from NVIDIA's Linux installers", required=False)
 
 
+def _nvcc_release(nvcc) -> str | None:
+    return _version(_run(str(nvcc), "--version"), r"release (\d+\.\d+)")
+
+
+def check_cuda_home() -> Finding:
+    """Where torch's cpp_extension will look for the CUDA toolkit, and whether that fits this torch."""
+    needed = "building chapter 05's CUDA kernels"
+    if importlib.util.find_spec("torch") is None:
+        return Finding("CUDA toolkit for torch", None, needed, SETUP, required=False)
+    import torch
+
+    if torch.version.cuda is None:
+        return Finding("CUDA toolkit for torch", "not used (this torch is a CPU-only build)", needed, "",
+                       required=False)
+    wanted = torch.version.cuda
+    install = f"install the CUDA {wanted.split('.')[0]} toolkit and export CUDA_HOME=<its folder>"
+    home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if home is None:
+        nvcc = shutil.which("nvcc")
+        home = str(Path(nvcc).parent.parent) if nvcc else ("/usr/local/cuda" if Path("/usr/local/cuda").exists()
+                                                            else None)
+    if home is None:
+        return Finding("CUDA toolkit for torch", None, needed, f"no CUDA toolkit found: {install}",
+                       required=False, problem=True)
+    release = _nvcc_release(Path(home) / "bin" / "nvcc")
+    if release is None:
+        return Finding("CUDA toolkit for torch", None, needed,
+                       f"CUDA_HOME={home} has no working bin/nvcc: point CUDA_HOME at the toolkit's root "
+                       "(the folder holding bin/nvcc)", required=False, problem=True)
+    if release.split(".")[0] != wanted.split(".")[0]:
+        return Finding("CUDA toolkit for torch", None, needed,
+                       f"the toolkit in {home} is CUDA {release}, torch was built with CUDA {wanted}: {install}",
+                       required=False, problem=True)
+    return Finding("CUDA toolkit for torch", f"CUDA {release} in {home}", needed, "", required=False)
+
+
+def _building_now(name: str) -> bool:
+    """Whether a workbook process holds the build lock of extension `name` (workbook.build.exclusive)."""
+    import fcntl
+
+    lock_file = REPO_ROOT / "build" / "locks" / f"{name}.flock"
+    if not lock_file.exists():
+        return False
+    with open(lock_file) as guard:
+        try:
+            fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(guard, fcntl.LOCK_UN)
+    return False
+
+
+def check_build_locks(extensions_dir: Path | None = None) -> Finding:
+    """Lock files that interrupted builds left in the workbook's extension build folders."""
+    extensions_dir = extensions_dir or REPO_ROOT / "build" / "torch_extensions"
+    stale = sorted(lock for lock in extensions_dir.glob("*/lock") if not _building_now(lock.parent.name))
+    needed = "rebuilding an extension (torch waits forever on a stale lock)"
+    if not stale:
+        return Finding("stale build locks", "none", needed, "", required=False)
+    paths = " ".join(str(lock.relative_to(REPO_ROOT)) if lock.is_relative_to(REPO_ROOT) else str(lock)
+                     for lock in stale)
+    return Finding("stale build locks", None, needed,
+                   f"interrupted builds left {len(stale)} lock file(s); nothing is building them now: rm {paths}",
+                   required=False, problem=True)
+
+
+_WORKBOOK_PACKAGES = {"wb_scatter": "csrc/scatter", "wb_scatter_stable": "csrc/scatter_stable"}
+
+
+def check_installed_extensions() -> Finding:
+    """The workbook's packages installed into this Python (chapter 04's `pip install`) must load with this
+    torch; one built against another torch (pip's build isolation, a torch upgrade) fails to load."""
+    needed = "using the packages you installed in chapter 04"
+    installed = [name for name in _WORKBOOK_PACKAGES if importlib.util.find_spec(name) is not None]
+    if not installed:
+        return Finding("installed extension packages", "none installed", needed, "", required=False)
+    broken = [name for name in installed if _run(sys.executable, "-c", f"import torch, {name}") is None]
+    if not broken:
+        return Finding("installed extension packages", ", ".join(installed) + " load", needed, "", required=False)
+    commands = "; ".join(f"pip install --no-build-isolation --force-reinstall {_WORKBOOK_PACKAGES[name]}"
+                         for name in broken)
+    return Finding("installed extension packages", None, needed,
+                   f"{', '.join(broken)} fail(s) to load with this torch (built against another one, e.g. by pip's "
+                   f"build isolation): {commands}", required=False, problem=True)
+
+
 def check_gpu() -> Finding:
     needed = "running chapter 05's kernels"
     if importlib.util.find_spec("torch") is None:
@@ -160,7 +253,8 @@ def check_gpu() -> Finding:
 
 
 CHECKS = (check_python, check_torch, check_compiler, check_ninja, check_ccache, check_cmake,
-          check_opencv_cpp, check_cv2, check_nvcc, check_gpu)
+          check_opencv_cpp, check_cv2, check_nvcc, check_cuda_home, check_gpu, check_build_locks,
+          check_installed_extensions)
 
 
 def diagnose() -> list[Finding]:
@@ -171,7 +265,7 @@ def report(findings: list[Finding]) -> str:
     width = max(len(finding.tool) for finding in findings)
     lines = []
     for finding in findings:
-        mark = "ok " if finding.ok else ("MISSING" if finding.required else "absent ")
+        mark = "ok " if finding.ok else ("PROBLEM" if finding.problem else "MISSING" if finding.required else "absent ")
         detail = finding.found if finding.ok else (f"fix: {finding.fix}" if finding.fix else finding.note)
         lines.append(f"{mark:8}{finding.tool:<{width}}  {detail}")
     return "\n".join(lines)
@@ -179,7 +273,7 @@ def report(findings: list[Finding]) -> str:
 
 def summary(findings: list[Finding]) -> str:
     """One line on whether the workbook can run here; the same on every machine set up correctly."""
-    missing = [finding for finding in findings if finding.required and not finding.ok]
+    missing = [finding for finding in findings if (finding.required or finding.problem) and not finding.ok]
     if not missing:
         return "Everything the workbook needs is here. Optional extras only change how fast or where things run."
     return "Missing: " + "; ".join(f"{finding.tool} (fix: {finding.fix})" for finding in missing)
@@ -190,7 +284,7 @@ def main() -> int:
     print(report(findings))
     print()
     print(summary(findings))
-    return 0 if all(finding.ok for finding in findings if finding.required) else 1
+    return 0 if all(finding.ok for finding in findings if finding.required or finding.problem) else 1
 
 
 if __name__ == "__main__":
