@@ -167,3 +167,15 @@ def test_an_installed_package_that_fails_to_load_asks_for_no_build_isolation(mon
 def test_no_installed_package_is_fine(monkeypatch):
     monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
     assert doctor.check_installed_extensions().found == "none installed"
+
+
+def test_required_problems_reach_the_summary_and_optional_ones_do_not(cuda_torch, monkeypatch, tmp_path):
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)
+    (tmp_path / "build" / "torch_extensions" / "interrupted").mkdir(parents=True)
+    (tmp_path / "build" / "torch_extensions" / "interrupted" / "lock").touch()
+    cuda_home = doctor.check_cuda_home()
+    locks = doctor.check_build_locks(tmp_path / "build" / "torch_extensions")
+    summary = doctor.summary([cuda_home, locks])
+    assert "stale build locks" in summary and "CUDA toolkit" not in summary
+    assert doctor.report([cuda_home]).startswith("PROBLEM")

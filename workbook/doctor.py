@@ -30,6 +30,8 @@ class Finding:
     required: bool = True
     note: str = ""  # what its absence means, when there is nothing to fix
     problem: bool = False  # not a missing tool but something in the way (a stale lock, a wrong setting)
+    # A problem that is required (a stale lock, a broken installed package) appears in the summary; an optional
+    # one (CUDA_HOME: chapter 05 then builds its CPU kernels only) only in the report.
 
     @property
     def ok(self) -> bool:
@@ -207,7 +209,7 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
                      for lock in stale)
     return Finding("stale build locks", None, needed,
                    f"interrupted builds left {len(stale)} lock file(s); nothing is building them now: rm {paths}",
-                   required=False, problem=True)
+                   problem=True)
 
 
 _WORKBOOK_PACKAGES = {"wb_scatter": "csrc/scatter", "wb_scatter_stable": "csrc/scatter_stable"}
@@ -227,7 +229,7 @@ def check_installed_extensions() -> Finding:
                          for name in broken)
     return Finding("installed extension packages", None, needed,
                    f"{', '.join(broken)} fail(s) to load with this torch (built against another one, e.g. by pip's "
-                   f"build isolation): {commands}", required=False, problem=True)
+                   f"build isolation): {commands}", problem=True)
 
 
 def check_gpu() -> Finding:
@@ -273,7 +275,7 @@ def report(findings: list[Finding]) -> str:
 
 def summary(findings: list[Finding]) -> str:
     """One line on whether the workbook can run here; the same on every machine set up correctly."""
-    missing = [finding for finding in findings if (finding.required or finding.problem) and not finding.ok]
+    missing = [finding for finding in findings if finding.required and not finding.ok]
     if not missing:
         return "Everything the workbook needs is here. Optional extras only change how fast or where things run."
     return "Missing: " + "; ".join(f"{finding.tool} (fix: {finding.fix})" for finding in missing)
@@ -284,7 +286,7 @@ def main() -> int:
     print(report(findings))
     print()
     print(summary(findings))
-    return 0 if all(finding.ok for finding in findings if finding.required or finding.problem) else 1
+    return 0 if all(finding.ok for finding in findings if finding.required) else 1
 
 
 if __name__ == "__main__":
