@@ -179,3 +179,12 @@ def test_required_problems_reach_the_summary_and_optional_ones_do_not(cuda_torch
     summary = doctor.summary([cuda_home, locks])
     assert "stale build locks" in summary and "CUDA toolkit" not in summary
     assert doctor.report([cuda_home]).startswith("PROBLEM")
+
+
+def test_ninja_only_in_the_venv_says_to_activate_it(monkeypatch):
+    def only_the_venvs_ninja(*command):
+        return "1.13.2\n" if command[0].endswith("/ninja") else None
+
+    monkeypatch.setattr(doctor, "_run", only_the_venvs_ninja)
+    finding = doctor.check_ninja()
+    assert finding.ok and "not on PATH: activate the venv" in finding.found

@@ -103,6 +103,9 @@ def check_ninja() -> Finding:
     if found is None:
         venv_ninja = Path(sys.executable).parent / "ninja"
         found = _version(_run(str(venv_ninja), "--version"))
+        if found is not None:
+            # The workbook's builds add the venv's bin/ to PATH themselves; torch's own load() does not.
+            found += " (in the venv's bin/, not on PATH: activate the venv for builds outside the workbook)"
     return Finding("ninja", found, "chapters 02–10 (torch builds extensions with it)",
                    "pip install ninja  (or: sudo apt-get install ninja-build)")
 
