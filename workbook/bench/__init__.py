@@ -1,11 +1,13 @@
 """`make bench`: the workbook's C++ ops against Python, torch.compile, native ops and OpenCV, side by side.
 
-    python -m workbook.bench                      # everything (long: the scatter grid has ~150 cases)
-    python -m workbook.bench --quick              # tiny sizes, one round: seconds, exercises every path
+    python -m workbook.bench                      # everything (long: the scatter grid has 140 cases)
+    python -m workbook.bench --quick              # tiny sizes, one round: runs every comparison in seconds;
+                                                  # its numbers are not measurements
     python -m workbook.bench --only scatter --elements 1e6 --groups 10 1e4 1e6
 
 Every comparison is timed with torch.utils.benchmark in one process, the statements of a comparison
-in turn, over several rounds (workbook.bench.timing). Ratios > 1 mean ours is faster. Printed and
+in turn, over several rounds (workbook.bench.timing). Ratios > 1 mean ours is faster (the call
+overhead table, which has no "ours", divides by a plain Python call instead). Printed and
 written to build/bench/results.json with PNG plots next to it; never asserted, since timings belong
 in a report, not in a test.
 """

@@ -1,10 +1,12 @@
 """build/bench/results.json and the plots drawn from it (matplotlib PNGs next to it)."""
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 SCATTER_MARKERS = {"random": "o", "sorted": "^"}
+LAYOUT_COLOURS = {"1-D": "#1f77b4", "[N, 64]": "#ff7f0e"}
 
 
 def write_json(results: dict, folder: Path) -> Path:
@@ -26,21 +28,21 @@ def _ratio_line(axes):
 
 
 def scatter_ratio_plot(rows, path: Path) -> None:
-    """Ratio (native / ours) against the number of groups, one panel per op."""
+    """Ratio (native / ours) against the number of groups, one panel per op, every size and dtype."""
     ops = sorted({row["op"] for row in rows}, key=["sum", "mean", "max", "min"].index)
     figure, panels = _figure(3.2 * len(ops), 3.4, len(ops))
     for axes, op in zip(panels, ops):
-        for order, marker in SCATTER_MARKERS.items():
-            chosen = [row for row in rows if row["op"] == op and row["index"] == order]
+        for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
+            chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
             axes.scatter([row["groups"] for row in chosen], [row["ratio"] for row in chosen], marker=marker,
-                         c=[row["elements"] for row in chosen], cmap="viridis", norm="log", label=f"{order} index",
-                         s=18)
+                         color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
         _ratio_line(axes)
         axes.set_xscale("log")
+        axes.set_yscale("log")
         axes.set_title(f"scatter_{op}")
         axes.set_xlabel("groups")
     panels[0].set_ylabel("native time / ours (> 1: ours faster)")
-    panels[0].legend(fontsize="small")
+    panels[0].legend(fontsize="x-small")
     figure.savefig(path, dpi=90)
 
 
@@ -48,16 +50,16 @@ def scatter_bandwidth_plot(rows, path: Path) -> None:
     """scatter_sum's and scatter_mean's bandwidth as a percentage of a copy's, against the groups."""
     figure, panels = _figure(7, 3.4, 2)
     for axes, op in zip(panels, ("sum", "mean")):
-        for order, marker in SCATTER_MARKERS.items():
-            chosen = [row for row in rows if row["op"] == op and row["index"] == order]
+        for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
+            chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
             axes.scatter([row["groups"] for row in chosen], [row["percent_of_copy"] for row in chosen],
-                         marker=marker, label=f"{order} index", s=18)
+                         marker=marker, color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
         axes.axhline(50, color="#999999", linestyle="--", linewidth=0.8)
         axes.set_xscale("log")
         axes.set_title(f"scatter_{op}")
         axes.set_xlabel("groups")
     panels[0].set_ylabel("% of copy bandwidth")
-    panels[0].legend(fontsize="small")
+    panels[0].legend(fontsize="x-small")
     figure.savefig(path, dpi=90)
 
 
