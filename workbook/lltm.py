@@ -61,7 +61,9 @@ def cpu_flags() -> list[str]:
     return ["-O2"]
 
 
-EXTRA_CFLAGS = cpu_flags()
+# -fopenmp (compile and link): at::parallel_for is inline code that splits the rows over threads only
+# when compiled with OpenMP; without it, every chunk runs on the calling thread.
+EXTRA_CFLAGS = cpu_flags() + ["-fopenmp"]
 
 _extension = None
 
@@ -84,6 +86,7 @@ def load_extension():
             EXTENSION_NAME,
             sources,
             extra_cflags=EXTRA_CFLAGS,
+            extra_ldflags=["-fopenmp"],
             extra_cuda_cflags=["-O2"],
         )
         register_fake_kernels_and_autograd()
