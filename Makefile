@@ -63,7 +63,8 @@ system-packages:
 
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV) with $(PYTHON) -m venv."; exit 1; }
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	@# On a terminal pip shows its download progress (torch is a large download); in logs it stays quiet.
+	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check -r requirements.txt
 	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "workbook.pth").write_text("$(CURDIR)\n")'
 	@cp requirements.txt $@
 
