@@ -24,6 +24,7 @@
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <tuple>
@@ -100,6 +101,104 @@ inline void fold_row(const scalar_t* s, acc_t* v, int64_t* e, int64_t j, int64_t
   }
 }
 
+// Fold the run src[j0, j1) of one group into its value `v` and `e` (sum/mean: the count; min/max: the
+// argindex). The run is reduced in a register first, so a sorted index costs one read-modify-write
+// of the output per run, not per element (every add would otherwise wait for the previous one to
+// the same address).
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_t* e, int64_t n, bool fresh) {
+  if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
+    // Eight partial sums, so that the adds of a long run do not each wait for the previous one.
+    acc_t part[8] = {};
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8)
+      for (int l = 0; l < 8; ++l) part[l] += static_cast<acc_t>(s[j + l]);
+    acc_t total = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    for (; j < j1; ++j) total += static_cast<acc_t>(s[j]);
+    v += total;
+    if constexpr (R == Reduce::Mean) *e += j1 - j0;
+  } else {
+    // The run's extreme in eight lanes (no chain of compare-and-select through one register), and
+    // whether it holds a NaN; then the first position holding the winner, which wins a tie.
+    acc_t lane[8];
+    for (int l = 0; l < 8; ++l) lane[l] = static_cast<acc_t>(s[j0]);
+    bool nan = false;
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8)
+      for (int l = 0; l < 8; ++l) {
+        acc_t x = static_cast<acc_t>(s[j + l]);
+        if constexpr (R == Reduce::Min) lane[l] = x < lane[l] ? x : lane[l];
+        else lane[l] = x > lane[l] ? x : lane[l];
+        nan |= Reducer<acc_t, R>::is_nan(x);
+      }
+    acc_t best = lane[0];
+    for (int l = 1; l < 8; ++l) {
+      if constexpr (R == Reduce::Min) best = lane[l] < best ? lane[l] : best;
+      else best = lane[l] > best ? lane[l] : best;
+    }
+    for (; j < j1; ++j) {
+      acc_t x = static_cast<acc_t>(s[j]);
+      if constexpr (R == Reduce::Min) best = x < best ? x : best;
+      else best = x > best ? x : best;
+      nan |= Reducer<acc_t, R>::is_nan(x);
+    }
+    int64_t at = j0;
+    if (nan) {
+      while (!Reducer<acc_t, R>::is_nan(static_cast<acc_t>(s[at]))) ++at;
+    } else {
+      while (!(static_cast<acc_t>(s[at]) == best)) ++at;
+    }
+    best = static_cast<acc_t>(s[at]);  // the first of equal values (0.0 and -0.0 compare equal)
+    // v holds earlier positions only: the same rule as folding one element at a time.
+    if (Reducer<acc_t, R>::wins(best, v, fresh && *e == n)) { v = best; *e = at; }
+  }
+}
+
+// How many runs of equal values the index along dim has over [j0, j1) if it is sorted there and
+// within [0, m) (then a range check of its ends covers every value), else 0. Branch-free blocks the
+// compiler vectorizes, so an unsorted index costs one block; the chunk is in L1 afterwards.
+inline int64_t sorted_runs(const int64_t* ix, int64_t step, int64_t j0, int64_t j1, int64_t m) {
+  if (ix[j0 * step] < 0 || ix[(j1 - 1) * step] >= m) return 0;
+  constexpr int64_t kBlock = 64;
+  int64_t runs = 1;
+  for (int64_t b0 = j0; b0 + 1 < j1; b0 += kBlock) {
+    const int64_t b1 = std::min(j1 - 1, b0 + kBlock);
+    int64_t descents = 0, steps = 0;
+    if (step == 1) {
+      for (int64_t j = b0; j < b1; ++j) {
+        descents += ix[j] > ix[j + 1];
+        steps += ix[j] != ix[j + 1];
+      }
+    } else {
+      for (int64_t j = b0; j < b1; ++j) {
+        descents += ix[j * step] > ix[(j + 1) * step];
+        steps += ix[j * step] != ix[(j + 1) * step];
+      }
+    }
+    if (descents) return 0;
+    runs += steps;
+  }
+  return runs;
+}
+
+constexpr int64_t kShortRun = 4;  // a sorted chunk whose runs are shorter on average is folded element by element
+
+// Fold src element j, value x, into group k.
+template <typename acc_t, Reduce R>
+inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, int64_t n, bool fresh) {
+  if constexpr (R == Reduce::Sum) {
+    val[k] += x;
+  } else if constexpr (R == Reduce::Mean) {
+    val[k] += x;
+    extra[k] += 1;
+  } else {
+    Reducer<acc_t, R>::update(val[k], extra[k], x, j, fresh && extra[k] == n);
+  }
+}
+
+constexpr int64_t kChunk = 2048;        // index values checked for order at a time (16 KiB: fits L1)
+constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
+
 // Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
 // `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
 template <typename scalar_t, typename acc_t, Reduce R>
@@ -107,18 +206,41 @@ inline void reduce_block(const scalar_t* src, const int64_t* index, const Geomet
                          int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
   const scalar_t* s = src + o * g.n * g.inner;
   const int64_t* ix = index + o * g.is0;
-  if (g.inner == 1) {  // one element per src row: a plain loop, nothing to set up per element
-    for (int64_t j = j0; j < j1; ++j) {
-      int64_t k = ix[j * g.is1];
-      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-      acc_t x = static_cast<acc_t>(s[j]);
-      if constexpr (R == Reduce::Sum) {
-        val[k] += x;
-      } else if constexpr (R == Reduce::Mean) {
-        val[k] += x;
-        extra[k] += 1;
-      } else {
-        Reducer<acc_t, R>::update(val[k], extra[k], x, j, fresh && extra[k] == g.n);
+  if (g.inner == 1) {  // one element per src row
+    const int64_t step = g.is1;
+    // An output larger than the caches: ask for the output element of a later position early.
+    const bool prefetch = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+    for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+      const int64_t c1 = std::min(j1, c0 + kChunk);
+      const int64_t runs = sorted_runs(ix, step, c0, c1, g.m);
+      if (runs && runs * kShortRun > c1 - c0) {  // sorted, mostly single elements: in range, no checks
+        for (int64_t j = c0; j < c1; ++j) fold_one<acc_t, R>(val, extra, ix[j * step], static_cast<acc_t>(s[j]), j, g.n, fresh);
+        continue;
+      }
+      if (runs) {  // sorted in runs of equal values: one update per run
+        for (int64_t j = c0; j < c1;) {
+          const int64_t k = ix[j * step];
+          int64_t end = j + 1;
+          if (step == 1) end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
+          else while (end < c1 && ix[end * step] == k) ++end;
+          fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
+          j = end;
+        }
+        continue;
+      }
+      for (int64_t j = c0; j < c1; ++j) {
+#if defined(__GNUC__)
+        if (prefetch && j + kPrefetchAhead < c1) {
+          const int64_t ahead = ix[(j + kPrefetchAhead) * step];
+          if (ahead >= 0 && ahead < g.m) {
+            __builtin_prefetch(val + ahead, 1);
+            if (extra) __builtin_prefetch(extra + ahead, 1);
+          }
+        }
+#endif
+        const int64_t k = ix[j * step];
+        if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+        fold_one<acc_t, R>(val, extra, k, static_cast<acc_t>(s[j]), j, g.n, fresh);
       }
     }
     return;
@@ -241,25 +363,17 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
     acc = out.to(c10::CppTypeToScalarType<acc_t>::value, /*non_blocking=*/false, /*copy=*/true,
                  at::MemoryFormat::Contiguous);
   }
+  // min/max need no identity in a fresh out: a group's first element always wins (the argindex
+  // marks the group empty), and a group nothing lands in keeps the 0 it was allocated with.
   acc_t* a = acc.data_ptr<acc_t>();
-  if ((R == Reduce::Min || R == Reduce::Max) && outs.fresh) {
-    std::fill(a, a + acc.numel(), Reducer<acc_t, R>::identity());
-  }
   int64_t* extra = outs.arg.defined() ? outs.arg.data_ptr<int64_t>() : nullptr;
   scatter_loops<scalar_t, acc_t, R>(src_c.const_data_ptr<scalar_t>(), index3.const_data_ptr<int64_t>(), g, a,
                                     extra, outs.fresh);
-  // Finish: mean divides by the count; min/max turn groups nothing landed in back into 0.
+  // Finish: mean divides by the count.
   if constexpr (R == Reduce::Mean) {
     at::parallel_for(0, acc.numel(), kGrain, [&](int64_t b, int64_t e) {
       for (int64_t k = b; k < e; ++k) a[k] = divide<acc_t>(a[k], extra[k]);
     });
-  } else if constexpr (R == Reduce::Min || R == Reduce::Max) {
-    if (outs.fresh) {
-      at::parallel_for(0, acc.numel(), kGrain, [&](int64_t b, int64_t e) {
-        for (int64_t k = b; k < e; ++k)
-          if (extra[k] == g.n) a[k] = acc_t(0);
-      });
-    }
   }
   if (!acc.is_same(out)) out.copy_(acc);
 }
