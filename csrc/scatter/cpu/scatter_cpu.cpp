@@ -154,34 +154,24 @@ inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_
   }
 }
 
-// How many runs of equal values the index along dim has over [j0, j1) if it is sorted there and
-// within [0, m) (then a range check of its ends covers every value), else 0. Branch-free blocks the
-// compiler vectorizes, so an unsorted index costs one block; the chunk is in L1 afterwards.
-inline int64_t sorted_runs(const int64_t* ix, int64_t step, int64_t j0, int64_t j1, int64_t m) {
-  if (ix[j0 * step] < 0 || ix[(j1 - 1) * step] >= m) return 0;
+// Is the index along dim sorted over [j0, j1)? Branch-free blocks the compiler vectorizes, so an
+// unsorted index costs about one block; the chunk is in L1 afterwards.
+inline bool sorted_along(const int64_t* ix, int64_t step, int64_t j0, int64_t j1) {
   constexpr int64_t kBlock = 64;
-  int64_t runs = 1;
   for (int64_t b0 = j0; b0 + 1 < j1; b0 += kBlock) {
     const int64_t b1 = std::min(j1 - 1, b0 + kBlock);
-    int64_t descents = 0, steps = 0;
+    bool descent = false;
     if (step == 1) {
-      for (int64_t j = b0; j < b1; ++j) {
-        descents += ix[j] > ix[j + 1];
-        steps += ix[j] != ix[j + 1];
-      }
+      for (int64_t j = b0; j < b1; ++j) descent |= ix[j] > ix[j + 1];
     } else {
-      for (int64_t j = b0; j < b1; ++j) {
-        descents += ix[j * step] > ix[(j + 1) * step];
-        steps += ix[j * step] != ix[(j + 1) * step];
-      }
+      for (int64_t j = b0; j < b1; ++j) descent |= ix[j * step] > ix[(j + 1) * step];
     }
-    if (descents) return 0;
-    runs += steps;
+    if (descent) return false;
   }
-  return runs;
+  return true;
 }
 
-constexpr int64_t kShortRun = 4;  // a sorted chunk whose runs are shorter on average is folded element by element
+constexpr int64_t kShortRun = 4;  // a chunk whose runs are shorter on average is folded element by element
 
 // Fold src element j, value x, into group k.
 template <typename acc_t, Reduce R>
@@ -212,12 +202,12 @@ inline void reduce_block(const scalar_t* src, const int64_t* index, const Geomet
     const bool prefetch = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
     for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
       const int64_t c1 = std::min(j1, c0 + kChunk);
-      const int64_t runs = sorted_runs(ix, step, c0, c1, g.m);
-      if (runs && runs * kShortRun > c1 - c0) {  // sorted, mostly single elements: in range, no checks
-        for (int64_t j = c0; j < c1; ++j) fold_one<acc_t, R>(val, extra, ix[j * step], static_cast<acc_t>(s[j]), j, g.n, fresh);
-        continue;
-      }
-      if (runs) {  // sorted in runs of equal values: one update per run
+      // Long runs of equal values are possible only if the chunk's ends span few groups; then, if
+      // the chunk is sorted, its ends' range check covers every value and each run is one update.
+      const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
+      const bool runs = first >= 0 && first <= last && last < g.m && (last - first + 1) * kShortRun <= c1 - c0 &&
+                        sorted_along(ix, step, c0, c1);
+      if (runs) {
         for (int64_t j = c0; j < c1;) {
           const int64_t k = ix[j * step];
           int64_t end = j + 1;
