@@ -189,6 +189,48 @@ inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, 
 constexpr int64_t kChunk = 2048;        // index values checked for order at a time (16 KiB: fits L1)
 constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
 
+// reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o.
+template <typename scalar_t, typename acc_t, Reduce R>
+void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1, acc_t* val,
+                     int64_t* extra, bool fresh) {
+  const int64_t step = g.is1;
+  // An output larger than the caches: ask for the output element of a later position early.
+  const bool prefetch = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int64_t c1 = std::min(j1, c0 + kChunk);
+    // Long runs of equal values are possible only if the chunk's ends span few groups; then, if
+    // the chunk is sorted, its ends' range check covers every value and each run is one update.
+    const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
+    const bool runs = first >= 0 && first <= last && last < g.m && (last - first + 1) * kShortRun <= c1 - c0 &&
+                      sorted_along(ix, step, c0, c1);
+    if (runs) {
+      for (int64_t j = c0; j < c1;) {
+        const int64_t k = ix[j * step];
+        int64_t end = j + 1;
+        if (step == 1) end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
+        else while (end < c1 && ix[end * step] == k) ++end;
+        fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
+        j = end;
+      }
+      continue;
+    }
+    for (int64_t j = c0; j < c1; ++j) {
+#if defined(__GNUC__)
+      if (prefetch && j + kPrefetchAhead < c1) {
+        const int64_t ahead = ix[(j + kPrefetchAhead) * step];
+        if (ahead >= 0 && ahead < g.m) {
+          __builtin_prefetch(val + ahead, 1);
+          if (extra) __builtin_prefetch(extra + ahead, 1);
+        }
+      }
+#endif
+      const int64_t k = ix[j * step];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      fold_one<acc_t, R>(val, extra, k, static_cast<acc_t>(s[j]), j, g.n, fresh);
+    }
+  }
+}
+
 // Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
 // `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
 template <typename scalar_t, typename acc_t, Reduce R>
@@ -197,42 +239,7 @@ inline void reduce_block(const scalar_t* src, const int64_t* index, const Geomet
   const scalar_t* s = src + o * g.n * g.inner;
   const int64_t* ix = index + o * g.is0;
   if (g.inner == 1) {  // one element per src row
-    const int64_t step = g.is1;
-    // An output larger than the caches: ask for the output element of a later position early.
-    const bool prefetch = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
-    for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
-      const int64_t c1 = std::min(j1, c0 + kChunk);
-      // Long runs of equal values are possible only if the chunk's ends span few groups; then, if
-      // the chunk is sorted, its ends' range check covers every value and each run is one update.
-      const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
-      const bool runs = first >= 0 && first <= last && last < g.m && (last - first + 1) * kShortRun <= c1 - c0 &&
-                        sorted_along(ix, step, c0, c1);
-      if (runs) {
-        for (int64_t j = c0; j < c1;) {
-          const int64_t k = ix[j * step];
-          int64_t end = j + 1;
-          if (step == 1) end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
-          else while (end < c1 && ix[end * step] == k) ++end;
-          fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
-          j = end;
-        }
-        continue;
-      }
-      for (int64_t j = c0; j < c1; ++j) {
-#if defined(__GNUC__)
-        if (prefetch && j + kPrefetchAhead < c1) {
-          const int64_t ahead = ix[(j + kPrefetchAhead) * step];
-          if (ahead >= 0 && ahead < g.m) {
-            __builtin_prefetch(val + ahead, 1);
-            if (extra) __builtin_prefetch(extra + ahead, 1);
-          }
-        }
-#endif
-        const int64_t k = ix[j * step];
-        if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-        fold_one<acc_t, R>(val, extra, k, static_cast<acc_t>(s[j]), j, g.n, fresh);
-      }
-    }
+    reduce_elements<scalar_t, acc_t, R>(s, ix, g, j0, j1, val, extra, fresh);
     return;
   }
   if (g.is2 == 0) {
