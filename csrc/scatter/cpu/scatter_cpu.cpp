@@ -195,7 +195,7 @@ void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, in
                      int64_t* extra, bool fresh) {
   const int64_t step = g.is1;
   // An output larger than the caches: ask for the output element of a later position early.
-  const bool prefetch = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+  const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
     const int64_t c1 = std::min(j1, c0 + kChunk);
     // Long runs of equal values are possible only if the chunk's ends span few groups; then, if
@@ -214,6 +214,10 @@ void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, in
       }
       continue;
     }
+    // Unless the chunk's ends lie close together (a sorted index: few output lines, read in order,
+    // which the hardware prefetches by itself).
+    const bool prefetch =
+        large && !(first <= last && static_cast<uint64_t>(last) - static_cast<uint64_t>(first) <= 4 * kChunk);
     for (int64_t j = c0; j < c1; ++j) {
 #if defined(__GNUC__)
       if (prefetch && j + kPrefetchAhead < c1) {
