@@ -216,8 +216,8 @@ void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, in
     }
     // Unless the chunk's ends lie close together (a sorted index: few output lines, read in order,
     // which the hardware prefetches by itself).
-    const bool prefetch =
-        large && !(first <= last && static_cast<uint64_t>(last) - static_cast<uint64_t>(first) <= 4 * kChunk);
+    const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+    const bool prefetch = large && !(first <= last && span <= static_cast<uint64_t>(4 * kChunk));
     for (int64_t j = c0; j < c1; ++j) {
 #if defined(__GNUC__)
       if (prefetch && j + kPrefetchAhead < c1) {
