@@ -84,10 +84,12 @@ struct Reducer {
   TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
 }
 
-// Fold src row (o, j), columns [i0, i1), into output row k of `val`/`extra`.
+// Fold src row (o, j), columns [i0, i1), into output row k of `val`/`extra`. __restrict: src never
+// shares memory with the output (prepare_scatter refuses such an out); without it GCC made the
+// float64 sum of [N, 64] rows a third slower.
 template <typename scalar_t, typename acc_t, Reduce R>
-inline void fold_row(const scalar_t* s, acc_t* v, int64_t* e, int64_t j, int64_t i0, int64_t i1, int64_t n,
-                     bool fresh) {
+inline void fold_row(const scalar_t* __restrict s, acc_t* __restrict v, int64_t* __restrict e, int64_t j, int64_t i0,
+                     int64_t i1, int64_t n, bool fresh) {
   if constexpr (R == Reduce::Sum) {
     for (int64_t i = i0; i < i1; ++i) v[i] += static_cast<acc_t>(s[i]);  // vectorizes
   } else if constexpr (R == Reduce::Mean) {
