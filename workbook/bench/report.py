@@ -32,10 +32,7 @@ def scatter_ratio_plot(rows, path: Path) -> None:
     ops = sorted({row["op"] for row in rows}, key=["sum", "mean", "max", "min"].index)
     figure, panels = _figure(3.2 * len(ops), 3.4, len(ops))
     for axes, op in zip(panels, ops):
-        for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
-            chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
-            axes.scatter([row["groups"] for row in chosen], [row["ratio"] for row in chosen], marker=marker,
-                         color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
+        _scatter_points(axes, rows, op, "ratio")
         _ratio_line(axes)
         axes.set_xscale("log")
         axes.set_yscale("log")
@@ -46,14 +43,19 @@ def scatter_ratio_plot(rows, path: Path) -> None:
     figure.savefig(path, dpi=90)
 
 
+def _scatter_points(axes, rows, op, value_key) -> None:
+    """One marker series per (index order, layout) of `op`'s rows: groups against row[value_key]."""
+    for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
+        chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
+        axes.scatter([row["groups"] for row in chosen], [row[value_key] for row in chosen], marker=marker,
+                     color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
+
+
 def scatter_bandwidth_plot(rows, path: Path) -> None:
     """scatter_sum's and scatter_mean's bandwidth as a percentage of a copy's, against the groups."""
     figure, panels = _figure(7, 3.4, 2)
     for axes, op in zip(panels, ("sum", "mean")):
-        for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
-            chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
-            axes.scatter([row["groups"] for row in chosen], [row["percent_of_copy"] for row in chosen],
-                         marker=marker, color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
+        _scatter_points(axes, rows, op, "percent_of_copy")
         axes.axhline(50, color="#999999", linestyle="--", linewidth=0.8)
         axes.set_xscale("log")
         axes.set_title(f"scatter_{op}")
