@@ -1,4 +1,8 @@
-"""workbook.compile_times: per-translation-unit compile times from ninja logs (synthetic logs here)."""
+"""workbook.compile_times: per-translation-unit compile times from ninja logs (synthetic logs here), and the
+cached cold compile cost of a source (a fake compiler here, and one trivial real compile)."""
+import json
+import stat
+
 import pytest
 
 from workbook import compile_times
@@ -52,3 +56,75 @@ def test_not_a_ninja_log_is_named(tmp_path):
         compile_times.read_ninja_log(write_log(tmp_path / "x", "hello\n"))
     with pytest.raises(ValueError, match="line 2: expected 5 tab-separated fields"):
         compile_times.read_ninja_log(write_log(tmp_path / "y", "# ninja log v5\n1\t2\tfoo\n"))
+
+
+# ---- header_cost: measured once per machine, cached by compiler, torch, flags and source ----------------
+FAKE_COMPILER = """#!/bin/sh
+echo "$CCACHE_DISABLE $*" >> "{log}"
+case "$*" in
+  --version) echo "fakecc {version}";;
+  *-E*) printf 'one\\ntwo\\nthree\\n';;
+  *broken*) echo "tiny_op.cpp:1:10: fatal error: no/such.h: No such file or directory" >&2; exit 1;;
+esac
+"""
+
+
+@pytest.fixture
+def fake_compiler(tmp_path):
+    def make(version="1.0"):
+        path = tmp_path / f"fakecc-{version}"
+        path.write_text(FAKE_COMPILER.format(log=tmp_path / "calls.log", version=version))
+        path.chmod(path.stat().st_mode | stat.S_IEXEC)
+        return str(path)
+
+    return make
+
+
+def compiles(tmp_path):
+    log = tmp_path / "calls.log"
+    return [line for line in log.read_text().splitlines() if " -c " in line] if log.exists() else []
+
+
+def test_measured_once_then_read_from_the_cache(tmp_path, fake_compiler):
+    cache = tmp_path / "costs.json"
+    first = compile_times.header_cost("int x;", compiler=fake_compiler(), flags=["-O0"], cache_file=cache)
+    again = compile_times.header_cost("int x;", compiler=fake_compiler(), flags=["-O0"], cache_file=cache)
+    assert first.measured_now and not again.measured_now
+    assert (again.seconds, again.lines) == (first.seconds, first.lines) and first.lines == 3
+    assert len(compiles(tmp_path)) == 1
+    assert all(line.startswith("1 ") for line in compiles(tmp_path)), "the compiler must run with CCACHE_DISABLE=1"
+    (entry,) = json.loads(cache.read_text()).values()
+    assert entry["compiler"] == "fakecc 1.0" and entry["flags"] == ["-O0"] and entry["source"] == "int x;"
+
+
+def test_remeasure_compiles_again(tmp_path, fake_compiler):
+    cache = tmp_path / "costs.json"
+    compile_times.header_cost("int x;", compiler=fake_compiler(), flags=[], cache_file=cache)
+    assert compile_times.header_cost("int x;", compiler=fake_compiler(), flags=[], cache_file=cache,
+                                     remeasure=True).measured_now
+    assert len(compiles(tmp_path)) == 2
+
+
+@pytest.mark.parametrize("change", ["source", "flags", "compiler version"])
+def test_a_different_key_is_measured_anew(tmp_path, fake_compiler, change):
+    cache = tmp_path / "costs.json"
+    compile_times.header_cost("int x;", compiler=fake_compiler(), flags=["-O0"], cache_file=cache)
+    arguments = {"source": "int x;", "compiler": fake_compiler(), "flags": ["-O0"]}
+    arguments.update({"source": {"source": "int y;"}, "flags": {"flags": ["-O2"]},
+                      "compiler version": {"compiler": fake_compiler("2.0")}}[change])
+    source = arguments.pop("source")
+    assert compile_times.header_cost(source, cache_file=cache, **arguments).measured_now
+    assert len(json.loads(cache.read_text())) == 2
+
+
+def test_a_failing_compile_names_the_first_error_and_caches_nothing(tmp_path, fake_compiler):
+    cache = tmp_path / "costs.json"
+    with pytest.raises(RuntimeError, match="fatal error: no/such.h"):
+        compile_times.header_cost("int x;", compiler=fake_compiler(), flags=["-Dbroken"], cache_file=cache)
+    assert not cache.exists()
+
+
+def test_a_real_compile_of_a_trivial_source(tmp_path):
+    cost = compile_times.header_cost("#include <cstddef>\nstd::size_t answer() { return 42; }\n",
+                                     flags=["-std=c++20"], cache_file=tmp_path / "costs.json")
+    assert cost.measured_now and cost.seconds > 0 and cost.lines > 10

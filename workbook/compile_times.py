@@ -8,16 +8,31 @@ ninja appends one line per finished step to `.ninja_log` in the build folder (fo
 start ms, end ms, mtime, output, command hash, tab-separated). A rebuilt output gets a new line; the
 last one is the latest build and is what `last s` shows (a ccache hit takes well under a second), and
 `slowest s` is the slowest build of it still in the log, usually the cold one.
+
+`header_cost(includes + source)` answers a different question: how long does one tiny source take to
+compile cold with a given set of #includes? It calls the compiler directly (ccache off), measures once
+per machine and keeps the seconds and the preprocessed line count in build/compile_costs.json, keyed by
+compiler version, torch version, flags and source text; `remeasure=True` measures again.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
+import fcntl
+import hashlib
+import json
+import os
+import subprocess
+import sysconfig
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from . import BUILD_DIR, relative_to_repo
 
 OBJECT_SUFFIXES = (".o", ".obj")
+COSTS_FILE = BUILD_DIR / "compile_costs.json"
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,84 @@ def format_table(steps: list[StepTime]) -> str:
     lines = [f"{'last s':>6} {'slowest s':>9} {'builds':>6}  {'build folder':{folder_width}}  output"]
     lines += [f"{last} {slowest} {builds}  {folder:{folder_width}}  {output}" for last, slowest, builds, folder, output in rows]
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class HeaderCost:
+    seconds: float  # one cold compile (-c, ccache off)
+    lines: int  # lines of the preprocessed source (-E): what the compiler had to read
+    measured_now: bool  # False: taken from the cache file
+
+
+def compile_flags() -> list[str]:
+    """The flags a JIT extension build compiles with that matter for the headers: C++20, -O0, torch's
+    and Python's include folders."""
+    from torch.utils.cpp_extension import include_paths
+
+    return ["-std=c++20", "-fPIC", "-O0", *(f"-isystem{path}" for path in include_paths()),
+            f"-isystem{sysconfig.get_paths()['include']}"]
+
+
+def compiler_command() -> str:
+    return os.environ.get("CXX", "c++")
+
+
+def header_cost(source: str, *, remeasure: bool = False, compiler: str | None = None, flags=None,
+                cache_file=COSTS_FILE) -> HeaderCost:
+    """The cold compile time and preprocessed size of `source` (includes and code), cached per machine."""
+    import torch
+
+    compiler = compiler or compiler_command()
+    flags = compile_flags() if flags is None else list(flags)
+    key_fields = {"compiler": _compiler_version(compiler), "torch": torch.__version__, "flags": flags,
+                  "source": source}
+    key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()
+    cache_file = Path(cache_file)
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    with _locked(cache_file.with_name(cache_file.name + ".lock")):
+        costs = json.loads(cache_file.read_text()) if cache_file.exists() else {}
+        if key in costs and not remeasure:
+            return HeaderCost(costs[key]["seconds"], costs[key]["lines"], measured_now=False)
+        seconds, lines = _measure(compiler, flags, source)
+        costs[key] = {**key_fields, "seconds": seconds, "lines": lines}
+        cache_file.write_text(json.dumps(costs, indent=1))
+    return HeaderCost(seconds, lines, measured_now=True)
+
+
+def preprocessed_lines(compiler: str, flags, source_path) -> int:
+    return _compile(compiler, [*flags, "-E", str(source_path)]).stdout.count("\n")
+
+
+def _measure(compiler: str, flags, source: str) -> tuple[float, int]:
+    with tempfile.TemporaryDirectory(prefix="header_cost_") as folder:
+        source_path = Path(folder) / "tiny_op.cpp"
+        source_path.write_text(source)
+        lines = preprocessed_lines(compiler, flags, source_path)
+        start = time.perf_counter()
+        _compile(compiler, [*flags, "-c", str(source_path), "-o", str(source_path.with_suffix(".o"))])
+        return round(time.perf_counter() - start, 2), lines
+
+
+def _compile(compiler: str, arguments) -> subprocess.CompletedProcess:
+    """Run the compiler with ccache off (some systems install ccache as `c++` itself)."""
+    result = subprocess.run([*compiler.split(), *arguments], env=dict(os.environ, CCACHE_DISABLE="1"),
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        first_error = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
+        raise RuntimeError(f"{compiler} failed: {first_error}")
+    return result
+
+
+def _compiler_version(compiler: str) -> str:
+    return _compile(compiler, ["--version"]).stdout.splitlines()[0]
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    """One measurement at a time, across processes: two compiles at once would slow each other down."""
+    with open(lock_path, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def main(argv=None) -> None:
