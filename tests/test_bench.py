@@ -2,22 +2,28 @@
 
 Timings are never asserted (they belong in a report); the structure and finiteness of the results are.
 One thread keeps the run short on a shared machine. Reuses the builds of the chapters' extensions; the
-do-nothing extension of the overhead comparison (workbook/bench/nothing.cpp) compiles once, ~15 s.
+do-nothing extension of the overhead comparison (csrc/bench/nothing.cpp) compiles once, ~15 s, and
+the direct OpenCV call of the warp comparison (csrc/bench/warp_direct.cpp) ~7 s.
 """
 import json
 import math
 
 import pytest
+import torch
 
 from workbook.bench import __main__ as bench
-from workbook.bench import lltm_cases, overhead_cases, scatter_cases
+from workbook.bench import lltm_cases, overhead_cases, scatter_cases, warp_cases
 
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory):
+    import cv2
+
     folder = tmp_path_factory.mktemp("bench")
+    warp_cases.load_direct()
+    opencv_threads_before = torch.ops.wb_bench_cv.opencv_threads(), cv2.getNumThreads()
     returned = bench.main(["--quick", "--threads", "1", "--out", str(folder)])
-    return folder, returned
+    return folder, returned, opencv_threads_before
 
 
 def positive_and_finite(value):
@@ -25,7 +31,7 @@ def positive_and_finite(value):
 
 
 def test_the_json_is_what_the_run_returned_with_every_section(quick_run):
-    folder, returned = quick_run
+    folder, returned, _ = quick_run
     written = json.loads((folder / "results.json").read_text())
     assert written == returned
     assert set(written["sections"]) == set(bench.SECTIONS)
@@ -56,7 +62,8 @@ def test_lltm_warp_and_overhead_rows(quick_run):
         assert all(positive_and_finite(value) for value in [*row["times_s"].values(), *row["ratios"].values()])
     assert [(row["side"], row["channels"]) for row in sections["warp"]] == [(side, c) for side in bench.QUICK["sides"]
                                                                               for c in (1, 3)]
-    assert all(positive_and_finite(row[key]) for row in sections["warp"] for key in ("ours_s", "cv2_s", "ratio"))
+    assert all(positive_and_finite(row[key]) for row in sections["warp"]
+               for key in ("ours_s", "direct_s", "cv2_s", "direct_ratio", "cv2_ratio"))
     assert [row["kind"] for row in sections["overhead"]] == list(overhead_cases.STATEMENTS)
     assert all(positive_and_finite(row["seconds"]) for row in sections["overhead"])
 
@@ -65,3 +72,33 @@ def test_plots_are_written(quick_run):
     folder = quick_run[0]
     for name in ("scatter_ratios.png", "scatter_bandwidth.png", "lltm.png", "warp.png", "overhead.png"):
         assert (folder / name).read_bytes().startswith(b"\x89PNG"), name
+
+
+def test_the_warp_section_runs_opencv_with_the_given_threads_and_restores_them(quick_run):
+    import cv2
+
+    assert {(row["opencv_threads"], row["cv2_threads"]) for row in quick_run[1]["sections"]["warp"]} == {(1, 1)}
+    assert (torch.ops.wb_bench_cv.opencv_threads(), cv2.getNumThreads()) == quick_run[2]
+
+
+@pytest.mark.parametrize("shape", [(37, 53), (37, 53, 3)])
+def test_the_direct_call_is_the_operators_opencv_call(quick_run, shape):
+    image = torch.rand(shape, generator=torch.Generator().manual_seed(3))
+    warp = warp_cases.warp_matrix(53)
+    out = torch.full_like(image, float("nan"))
+    torch.ops.wb_bench_cv.warp_perspective_into(image, warp, out)
+    assert torch.equal(out, torch.ops.workbook_cv.warp_perspective(image, warp, 37, 53))
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda image, warp, out: (image.double(), warp, out), "image must be a float32 CPU tensor"),
+    (lambda image, warp, out: (image, warp.float(), out), "warp must be a contiguous 3 x 3 float64"),
+    (lambda image, warp, out: (image, warp, out.transpose(0, 1)), "out must be contiguous"),
+    (lambda image, warp, out: (image, warp, out[..., :1]), "out must be contiguous"),
+    (lambda image, warp, out: (image, warp, out[..., 0].contiguous()), "out must have image's channels"),
+    (lambda image, warp, out: (image, warp, torch.empty(4, 4, 5)), "out must be H x W or H x W x C"),
+])
+def test_the_direct_call_names_a_bad_argument(quick_run, change, message):
+    image = torch.rand(8, 8, 3)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.wb_bench_cv.warp_perspective_into(*change(image, warp_cases.warp_matrix(8), torch.empty_like(image)))

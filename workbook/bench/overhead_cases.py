@@ -2,11 +2,9 @@
 
 torch.ops.wb_bench.nothing (a C++ operator through the dispatcher), a pybind11 module function, a
 torch.library.custom_op written in Python, and a plain Python function. The two C++ ones come from
-nothing.cpp, built once (about 15 s) into build/torch_extensions/wb_bench_nothing.
+csrc/bench/nothing.cpp, built once (about 15 s) into build/torch_extensions/wb_bench_nothing.
 """
 from __future__ import annotations
-
-from pathlib import Path
 
 import torch
 
@@ -38,7 +36,7 @@ def custom_nothing():
 def run(settings: Settings) -> list[dict]:
     from .. import build
 
-    extension = build.load("wb_bench_nothing", [Path(__file__).with_name("nothing.cpp")])
+    extension = build.load("wb_bench_nothing", ["csrc/bench/nothing.cpp"])
     env = {"torch": torch, "extension": extension, "custom_nothing": custom_nothing(),
            "python_nothing": python_nothing}
     times = side_by_side({name: (stmt, env) for name, stmt in STATEMENTS.items()}, settings)

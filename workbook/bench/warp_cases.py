@@ -1,14 +1,26 @@
-"""warp_perspective (chapter 06's operator on the system's OpenCV) against pip's cv2.warpPerspective.
+"""warp_perspective (chapter 06's operator on the system's OpenCV) against the same OpenCV call made
+directly from C++, and against pip's cv2.warpPerspective.
 
-Both warp a float32 image with the same matrix into an output of the image's size, bilinear with a
-zero border. They are different builds of OpenCV (the system library the operator links and pip's
-wheel), so the ratio mixes our operator's overhead with the two libraries' differences.
+All three warp a float32 image with the same matrix into an output of the image's size, bilinear with
+a zero border:
+
+    ours    torch.ops.workbook_cv.warp_perspective: checks, reads the matrix, allocates the output
+    direct  torch.ops.wb_bench_cv.warp_perspective_into (csrc/bench/warp_direct.cpp): cv::warpPerspective
+            of the same system OpenCV into an output allocated once; what ours costs beyond it is the
+            operator's own overhead
+    cv2     pip's OpenCV, another build of the library: its ratio mixes our overhead with the two
+            builds' differences
+
+Both C++ calls run in the system OpenCV's thread pool, pip's cv2 in its own; neither follows torch's
+thread count, so `--threads` sets all three.
 """
 from __future__ import annotations
 
 import torch
 
 from .timing import Settings, side_by_side, us
+
+DIRECT_LIBRARY = "wb_bench_warp_direct"
 
 
 def warp_matrix(side: int) -> torch.Tensor:
@@ -17,14 +29,42 @@ def warp_matrix(side: int) -> torch.Tensor:
                         dtype=torch.float64)
 
 
+def load_direct() -> None:
+    """Build csrc/bench/warp_direct.cpp (once, a few seconds) and load its ops into this process."""
+    from .. import build, torchscript
+
+    include_dirs, libraries = torchscript.opencv_compile_flags()
+    build.load(DIRECT_LIBRARY, ["csrc/bench/warp_direct.cpp"], is_python_module=False,
+               extra_include_paths=include_dirs, extra_ldflags=[f"-l{library}" for library in libraries])
+
+
 def run(settings: Settings, sides=(256, 512, 1024), channels=(1, 3)) -> list[dict]:
+    """With settings.threads given, both OpenCV builds use that many threads too (restored afterwards)."""
     import cv2
 
     from .. import torchscript
 
     torchscript.load_ops()
-    print(f"warp_perspective against pip's cv2.warpPerspective (OpenCV {cv2.__version__}); ratio = cv2 / ours")
-    print(f"  {'image':>14} {'ours':>13} {'cv2':>13}  ratio")
+    load_direct()
+    before = torch.ops.wb_bench_cv.opencv_threads(), cv2.getNumThreads()
+    if settings.threads:
+        torch.ops.wb_bench_cv.set_opencv_threads(settings.threads)
+        cv2.setNumThreads(settings.threads)
+    try:
+        return _compare(settings, sides, channels, cv2)
+    finally:
+        torch.ops.wb_bench_cv.set_opencv_threads(before[0])
+        cv2.setNumThreads(before[1])
+
+
+def _compare(settings: Settings, sides, channels, cv2) -> list[dict]:
+    threads = {"opencv_threads": torch.ops.wb_bench_cv.opencv_threads(), "cv2_threads": cv2.getNumThreads()}
+    print(f"warp_perspective (ours) against the same cv::warpPerspective called directly from C++ (system OpenCV, "
+          f"{threads['opencv_threads']} threads)")
+    print(f"and pip's cv2.warpPerspective (OpenCV {cv2.__version__}, {threads['cv2_threads']} threads); "
+          "ratio = other / ours, > 1: ours faster")
+    print(f"  {'image':>14} {'ours':>13} {'direct':>13} {'cv2':>13}  {'direct/ours':>11}  {'cv2/ours':>8}"
+          f"  {'ours - direct':>13}")
     rows = []
     for side in sides:
         for channel_count in channels:
@@ -32,14 +72,17 @@ def run(settings: Settings, sides=(256, 512, 1024), channels=(1, 3)) -> list[dic
             image = torch.rand(shape, generator=torch.Generator().manual_seed(side))
             warp = warp_matrix(side)
             env = {"torch": torch, "cv2": cv2, "image": image, "warp": warp, "side": side,
-                   "array": image.numpy(), "matrix": warp.numpy()}
+                   "out": torch.empty_like(image), "array": image.numpy(), "matrix": warp.numpy()}
             times = side_by_side({
                 "ours": ("torch.ops.workbook_cv.warp_perspective(image, warp, side, side)", env),
+                "direct": ("torch.ops.wb_bench_cv.warp_perspective_into(image, warp, out)", env),
                 "cv2": ("cv2.warpPerspective(array, matrix, (side, side))", env),
             }, settings)
-            ours, theirs = times["ours"]["median_s"], times["cv2"]["median_s"]
-            rows.append({"side": side, "channels": channel_count, "ours_s": ours, "cv2_s": theirs,
-                         "ratio": theirs / ours})
+            ours, direct, theirs = (times[name]["median_s"] for name in ("ours", "direct", "cv2"))
+            row = {"side": side, "channels": channel_count, "ours_s": ours, "direct_s": direct, "cv2_s": theirs,
+                   "direct_ratio": direct / ours, "cv2_ratio": theirs / ours, **threads}
+            rows.append(row)
             label = f"{side}x{side}x{channel_count}"
-            print(f"  {label:>14} {us(ours)} {us(theirs)}  {theirs / ours:5.2f}x")
+            print(f"  {label:>14} {us(ours)} {us(direct)} {us(theirs)}  {row['direct_ratio']:10.2f}x"
+                  f"  {row['cv2_ratio']:7.2f}x  {us(ours - direct)}")
     return rows
