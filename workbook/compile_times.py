@@ -131,8 +131,8 @@ def header_cost(source: str, *, remeasure: bool = False, compiler: str | None = 
     return HeaderCost(seconds, lines, measured_now=True)
 
 
-def preprocessed_lines(compiler: str, flags, source_path) -> int:
-    return _compile(compiler, [*flags, "-E", str(source_path)]).stdout.count("\n")
+def preprocessed_lines(compiler: str, flags, source_path: Path) -> int:
+    return run_compiler(compiler, [*flags, "-E", source_path.name], cwd=source_path.parent).stdout.count("\n")
 
 
 def _measure(compiler: str, flags, source: str) -> tuple[float, int]:
@@ -141,14 +141,15 @@ def _measure(compiler: str, flags, source: str) -> tuple[float, int]:
         source_path.write_text(source)
         lines = preprocessed_lines(compiler, flags, source_path)
         start = time.perf_counter()
-        _compile(compiler, [*flags, "-c", str(source_path), "-o", str(source_path.with_suffix(".o"))])
+        run_compiler(compiler, [*flags, "-c", source_path.name, "-o", "tiny_op.o"], cwd=folder)
         return round(time.perf_counter() - start, 2), lines
 
 
-def _compile(compiler: str, arguments) -> subprocess.CompletedProcess:
-    """Run the compiler with ccache off (some systems install ccache as `c++` itself)."""
-    result = subprocess.run([*compiler.split(), *arguments], env=dict(os.environ, CCACHE_DISABLE="1"),
-                            capture_output=True, text=True)
+def run_compiler(compiler: str, arguments, cwd=None) -> subprocess.CompletedProcess:
+    """Run the compiler with ccache off (some systems install ccache as `c++` itself) and plain ASCII
+    messages; a failure raises RuntimeError with the compiler's first error line."""
+    result = subprocess.run([*compiler.split(), *arguments], env=dict(os.environ, CCACHE_DISABLE="1", LC_ALL="C"),
+                            cwd=cwd, capture_output=True, text=True)
     if result.returncode != 0:
         first_error = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
         raise RuntimeError(f"{compiler} failed: {first_error}")
@@ -156,7 +157,7 @@ def _compile(compiler: str, arguments) -> subprocess.CompletedProcess:
 
 
 def _compiler_version(compiler: str) -> str:
-    return _compile(compiler, ["--version"]).stdout.splitlines()[0]
+    return run_compiler(compiler, ["--version"]).stdout.splitlines()[0]
 
 
 @contextlib.contextmanager
