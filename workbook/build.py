@@ -1,29 +1,38 @@
-"""Building C++/CUDA extensions the workbook's way.
+"""Building C++/CUDA code the workbook's way: every chapter builds through this module.
 
 `load` and `load_inline` take the same arguments as their namesakes in `torch.utils.cpp_extension`
-and add the workbook's conventions:
+(the JIT route); `cmake_build` configures and builds a CMake project; `run_build_step` runs any
+other build command (a `pip install` of a package, a setuptools build). All of them follow the
+workbook's conventions:
 
-* everything is built under the git-ignored `build/` folder (one folder per extension name),
+* everything is built under the git-ignored `build/` folder (one folder per extension or project),
   never next to the notebooks;
-* builds are quiet (`verbose=False`); ninja and ccache reuse earlier work;
+* builds are quiet; ninja and ccache reuse earlier work (torch's JIT builds put ccache in front of
+  the compiler by themselves; CMake gets it as its compiler launcher, see `cmake_options`);
+* while a build runs in a notebook, a transient line shows what is being compiled and for how long
+  (`workbook.build_progress`); it leaves nothing in the cell's stored outputs;
 * a build that a killed process left half-done (its `lock` file still there) is reported with the
   command that clears it, instead of waiting forever;
-* a failed build raises `BuildError` showing the compiler's *first* error, with paths relative to
-  the repository, and keeps the full log in a file.
+* a failed build raises `BuildError` showing the *first* error (the compiler's, the linker's or
+  CMake's, see `first_compiler_error`), with paths relative to the repository, and keeps the full
+  log in a file.
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import re
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT, relative_to_repo
+from . import BUILD_DIR, REPO_ROOT, build_progress, relative_to_repo
 
 EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
+CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 SOURCES_DIR = BUILD_DIR / "src"
 _LOCKS_DIR = BUILD_DIR / "locks"
 
@@ -33,7 +42,9 @@ _FIRST_ERROR = re.compile(
     r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|No such file or directory)",
     re.IGNORECASE,
 )
-_CONTEXT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
+_GCC_EXCERPT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
+_NVCC_ERROR = re.compile(r"\(\d+\): (catastrophic )?error\b")  # nvcc: `kernel.cu(12): error: ...`
+_DIAGNOSTIC = re.compile(r"(\(\d+\): \w|:\d+(:\d+)?: \w|^\S.*\berror\b)")  # the start of the next message
 
 
 class BuildError(RuntimeError):
@@ -142,7 +153,7 @@ def _exclusive_build(name: str):
     ensure_ninja_on_path()
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
-    with exclusive(name), _plain_compiler_messages():
+    with exclusive(name), _plain_compiler_messages(), build_progress.shown(name):
         stale = directory / "lock"
         if stale.exists():
             raise StaleBuildLock(
@@ -193,19 +204,134 @@ def _translate_build_failure(name: str, build, **kwargs):
         ) from None
 
 
-def first_compiler_error(output: str, context_lines: int = 4) -> str:
-    """The first error line of a compiler/linker log with gcc's source excerpt below it."""
+# ---- CMake projects and other build commands --------------------------------------------------
+
+def cmake_options(options: dict | None = None) -> dict:
+    """The options every CMake project is configured with, then `options`: a Release build against this
+    torch, and ccache as the compiler launcher when it is installed (a launcher that is not there fails
+    every compile; CXX="ccache g++" fails torch's own builds, see doctor)."""
+    import torch.utils
+
+    defaults = {"CMAKE_BUILD_TYPE": "Release"}
+    if shutil.which("ccache"):
+        defaults["CMAKE_CXX_COMPILER_LAUNCHER"] = "ccache"
+    defaults["CMAKE_PREFIX_PATH"] = torch.utils.cmake_prefix_path
+    return {**defaults, **(options or {})}
+
+
+def cmake_configure_command(source_dir, build_dir, options: dict | None = None) -> list[str]:
+    """The `cmake` command that configures `source_dir` into `build_dir` (Ninja when there is one)."""
+    generator = ["-G", "Ninja"] if ensure_ninja_on_path() else []
+    return ["cmake", "-S", str(source_dir), "-B", str(build_dir), *generator,
+            *(f"-D{key}={value}" for key, value in cmake_options(options).items())]
+
+
+def cmake_build(project: str, source_dir, *, options: dict | None = None, targets=None, build_dir=None) -> Path:
+    """Configure (when needed) and build a CMake project into `build_dir` (default build/cmake/<project>);
+    return that folder.
+
+    The configure step runs only when the folder has no CMake cache yet or `options` changed;
+    later calls just run the build tool, which reconfigures by itself when a CMakeLists.txt changed.
+    """
+    source_dir = Path(source_dir).resolve()
+    build_dir = Path(build_dir) if build_dir else CMAKE_BUILD_DIR / project
+    configure = cmake_configure_command(source_dir, build_dir, options)
+    recorded = build_dir / "workbook_configure.json"
+    wanted = json.dumps(configure)
+    with exclusive(f"cmake-{project}"):
+        if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
+            if _configured_source(build_dir) not in (None, str(source_dir)):
+                # CMake refuses to reuse a build folder for another source folder: start this one afresh.
+                shutil.rmtree(build_dir)
+            build_dir.mkdir(parents=True, exist_ok=True)
+            recorded.unlink(missing_ok=True)
+            run_build_step(project, "configure", configure, log_dir=build_dir)
+            recorded.write_text(wanted)
+        command = ["cmake", "--build", str(build_dir), "--parallel", str(min(os.cpu_count() or 1, 4))]
+        for target in targets or []:
+            command += ["--target", target]
+        run_build_step(project, "build", command, log_dir=build_dir)
+    return build_dir
+
+
+def _configured_source(build_dir: Path) -> str | None:
+    """The source folder `build_dir` was configured for (from its CMakeCache.txt), or None."""
+    try:
+        cache = (build_dir / "CMakeCache.txt").read_text()
+    except OSError:
+        return None
+    found = re.search(r"^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$", cache, re.MULTILINE)
+    return found.group(1) if found else None
+
+
+def run_build_step(project: str, step: str, command, *, log_dir, cwd=None, env=None) -> subprocess.CompletedProcess:
+    """Run one step of building `project` (a CMake configure or build, a pip install, a setuptools
+    build) quietly, with the progress line in a notebook.
+
+    A failure raises `BuildError` with the first error; the whole output is kept in
+    `log_dir`/<step>_error.log.
+    """
+    ensure_ninja_on_path()
+    environment = dict(env if env is not None else os.environ, LC_ALL="C")
+    with build_progress.shown(project):
+        result = subprocess.run([str(word) for word in command], capture_output=True, text=True,
+                                cwd=cwd or REPO_ROOT, env=environment)
+    if result.returncode == 0:
+        return result
+    output = result.stdout + result.stderr
+    log = Path(log_dir) / f"{step}_error.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(output)
+    raise BuildError(
+        f"The {step} step of '{project}' failed. The first error:\n\n"
+        f"{first_compiler_error(output)}\n\n"
+        f"Full output: {relative_to_repo(log)}"
+    )
+
+
+# ---- reading build logs -------------------------------------------------------------------------
+
+def first_compiler_error(output: str) -> str:
+    """The first error of a build log, with the lines that explain it: CMake's message below a
+    `CMake Error`, gcc's source excerpt and caret below a compiler error, nvcc's source line and caret
+    below an nvcc error. Without a recognisable error: the log's last lines."""
     lines = output.splitlines()
     for index, line in enumerate(lines):
+        if line.startswith("CMake Error"):  # CMake's own error explains what follows it
+            return _excerpt(line, lines[index + 1 : index + 7], _cmake_message_line)
+    for index, line in enumerate(lines):
         if _FIRST_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:")):
-            excerpt = [line]
-            for follow in lines[index + 1 : index + 1 + context_lines]:
-                if not _CONTEXT_LINE.match(follow):
-                    break
-                excerpt.append(follow)
-            return "\n".join("    " + strip_repo(text) for text in excerpt)
-    tail = [line for line in lines if line.strip()][-context_lines:]
+            explains = _nvcc_excerpt_line if _NVCC_ERROR.search(line) else _gcc_excerpt_line
+            return _excerpt(line, lines[index + 1 : index + 5], explains)
+    tail = [line for line in lines if line.strip()][-4:]
     return "\n".join("    " + strip_repo(text) for text in tail)
+
+
+def _excerpt(first: str, following: list[str], explains) -> str:
+    """`first` and the lines after it for which `explains` holds (None: skip the line; False: stop)."""
+    excerpt = [first]
+    for line in following:
+        verdict = explains(line)
+        if verdict is None:
+            continue
+        if not verdict:
+            break
+        excerpt.append(line)
+    return "\n".join("    " + strip_repo(text.rstrip()) for text in excerpt)
+
+
+def _cmake_message_line(line: str):
+    if line.startswith(("CMake ", "-- ")):
+        return False
+    return True if line.strip() else None
+
+
+def _gcc_excerpt_line(line: str) -> bool:
+    return bool(_GCC_EXCERPT_LINE.match(line))
+
+
+def _nvcc_excerpt_line(line: str) -> bool:
+    return bool(line.strip()) and not _DIAGNOSTIC.search(line) and not re.match(r"(Remark|\d+ errors? detected)", line)
 
 
 def strip_repo(text: str) -> str:

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
-from .build import exclusive
+from .build import exclusive, first_compiler_error
 
 CACHE_DIR = BUILD_DIR / "cuda_check"
 STUB_INCLUDE_DIR = CSRC_DIR / "cuda_stub"
@@ -45,7 +45,6 @@ _CACHE_FORMAT = 1
 _HEADER_SUFFIXES = {".h", ".hpp", ".cuh", ".inl"}
 
 _ERROR_LINE = re.compile(r"(\(\d+\): (catastrophic )?error\b|:\d+(:\d+)?: (fatal )?error\b|\berror\b\s*:)", re.IGNORECASE)
-_DIAGNOSTIC = re.compile(r"(\(\d+\): \w|:\d+(:\d+)?: \w|^\S.*\berror\b)")
 
 OK, FAILED, SKIPPED = "compiles", "does not compile", "skipped"
 
@@ -217,7 +216,7 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     if completed.returncode == 0:
         dependencies = _parse_depfile(depfile, path) if depfile.exists() else None
         return CompileResult(shown, OK, "", log, seconds), _fingerprints(dependencies or [path])
-    first = first_nvcc_error(log)
+    first = first_compiler_error(log)
     if completed.returncode < 0 or not _ERROR_LINE.search(log):
         # killed, or crashed without a diagnostic: say so, and do not remember it
         why = f"nvcc stopped with exit status {completed.returncode}" + (f":\n{first}" if first else "")
@@ -227,19 +226,7 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     return CompileResult(shown, FAILED, first, log, seconds), _fingerprints([path, *sorted(nearby)])
 
 
-def first_nvcc_error(log: str, context_lines: int = 4) -> str:
-    """The first error of an nvcc log with the source excerpt and caret nvcc prints below it."""
-    lines = log.splitlines()
-    for index, line in enumerate(lines):
-        if _ERROR_LINE.search(line):
-            excerpt = [line]
-            for follow in lines[index + 1 : index + 1 + context_lines]:
-                if not follow.strip() or _DIAGNOSTIC.search(follow) or follow.startswith(("Remark", "1 error", "2 error")):
-                    break
-                excerpt.append(follow)
-            return "\n".join("    " + text.rstrip() for text in excerpt)
-    tail = [line for line in lines if line.strip()][-context_lines:]
-    return "\n".join("    " + text for text in tail)
+first_nvcc_error = first_compiler_error  # the workbook's one first-error parser knows nvcc's format
 
 
 def _readable(text: str, source: Path) -> str:

@@ -104,7 +104,27 @@ def execute(path: Path) -> None:
     client = NotebookClient(notebook, timeout=1800, kernel_name="python3", record_timing=False,
                             resources={"metadata": {"path": str(path.parent)}})
     client.execute()
+    drop_empty_displays(notebook)
     nbformat.write(notebook, path)
+
+
+def drop_empty_displays(notebook) -> None:
+    """Remove displays left with no data (a build's progress line, workbook.build_progress, ends as one)
+    and join the stream outputs such a display separated, so a cold build stores what a warm one does."""
+    for cell in notebook.cells:
+        if cell.cell_type != "code":
+            continue
+        kept = []
+        for output in cell.outputs:
+            if output.output_type == "display_data" and not output.get("data"):
+                continue
+            previous = kept[-1] if kept else None
+            if (output.output_type == "stream" and previous is not None and previous.output_type == "stream"
+                    and previous.name == output.name):
+                previous.text += output.text
+                continue
+            kept.append(output)
+        cell.outputs = kept
 
 
 def chapter_names() -> list[str]:

@@ -100,10 +100,8 @@ def ops_library():
     process may hold the extension module already, and a second registration of the namespace
     wb_lltm would abort the process.
     """
-    from .torchscript import cmake_build
-
     simd_flags = [flag for flag in cpu_flags() if not flag.startswith("-O")]  # CMake's Release sets -O
-    build_dir = cmake_build("wb_lltm_ops", CSRC_DIR / "lltm", options={"WB_LLTM_CPU_FLAGS": ";".join(simd_flags)})
+    build_dir = build.cmake_build("wb_lltm_ops", CSRC_DIR / "lltm", options={"WB_LLTM_CPU_FLAGS": ";".join(simd_flags)})
     return build_dir / "libwb_lltm_ops.so"
 
 

@@ -1,29 +1,39 @@
-"""The scatter ops of chapters 03-04: loader, Python-facing functions and a pure-PyTorch reference.
+"""The scatter ops of chapters 03-04: the JIT build of csrc/scatter, and the same sources as a package
+and as a CMake project.
 
     from workbook import scatter
     out = scatter.scatter_sum(src, index, dim=0)            # builds csrc/scatter on first use
     values, argindex = scatter.scatter_max(src, index, dim=0, dim_size=5)
     expected, expected_arg = scatter.reference_max(src, index, dim=0, dim_size=5)
 
-The functions have torch_scatter's signature `(src, index, dim=-1, out=None, dim_size=None)`
-and call the compiled `torch.ops.wb_scatter.*` ops (the functional overload, or `accumulate` when
-`out` is given); their autograd is C++ (`torch::autograd::Function` classes in
-csrc/scatter/scatter.cpp), their fake kernels Python (csrc/scatter/wb_scatter/ops.py, shared with
-the installed package). The `reference_*` functions compute the same results with torch's native
-`scatter_add_`/`scatter_reduce` for tests and checks.
+The functions are the installed package's own (csrc/scatter/wb_scatter/ops.py, loaded here by its
+path), each wrapped to build and load the library first: torch_scatter's signature
+`(src, index, dim=-1, out=None, dim_size=None)`, calling the compiled `torch.ops.wb_scatter.*` ops (the
+functional overload, or `accumulate` when `out` is given). Their autograd is C++
+(`torch::autograd::Function` classes in csrc/scatter/scatter.cpp), their fake kernels Python (ops.py).
+The `reference_*` functions are workbook.scatter_reference's, in plain PyTorch.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import importlib.util
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
-from . import REPO_ROOT
-from . import build
+from . import REPO_ROOT, build
+from .scatter_reference import (  # noqa: F401 (chapter 03 and the tests call them as scatter.reference_*)
+    broadcast,
+    reference_count,
+    reference_max,
+    reference_mean,
+    reference_min,
+    reference_sum,
+)
 
 NAME = "wb_scatter"
 CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]
@@ -108,109 +118,20 @@ def _namespace_taken() -> bool:
     return True
 
 
-def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
-    load()
-    return _python_half.scatter_sum(src, index, dim, out, dim_size)
+def _loading_first(function):
+    """`function` of ops.py, preceded by building and loading the library when it is not loaded yet."""
+    @functools.wraps(function)
+    def loaded(*args, **kwargs):
+        load()
+        return function(*args, **kwargs)
+    return loaded
 
 
-def scatter_mean(src, index, dim=-1, out=None, dim_size=None):
-    load()
-    return _python_half.scatter_mean(src, index, dim, out, dim_size)
-
-
-def scatter_min(src, index, dim=-1, out=None, dim_size=None):
-    load()
-    return _python_half.scatter_min(src, index, dim, out, dim_size)
-
-
-def scatter_max(src, index, dim=-1, out=None, dim_size=None):
-    load()
-    return _python_half.scatter_max(src, index, dim, out, dim_size)
-
-
-def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
-    """torch_scatter's `scatter(..., reduce=...)`: min/max return only the values here too."""
-    load()
-    return _python_half.scatter(src, index, dim, out, dim_size, reduce)
-
-
-# ---- pure-PyTorch reference ---------------------------------------------------------------------
-
-def broadcast(index: torch.Tensor, src: torch.Tensor, dim: int) -> torch.Tensor:
-    """torch_scatter's rule: a 1-D index runs along `dim`, trailing dimensions are added, then expand."""
-    dim = dim + src.dim() if dim < 0 else dim
-    if index.dim() == 1:
-        for _ in range(dim):
-            index = index.unsqueeze(0)
-    while index.dim() < src.dim():
-        index = index.unsqueeze(-1)
-    return index.expand(src.shape)
-
-
-def _prepare(src, index, dim, out, dim_size):
-    dim = dim + src.dim() if dim < 0 else dim
-    index = broadcast(index, src, dim)
-    if out is not None:
-        size = out.size(dim)
-    elif dim_size is not None:
-        size = dim_size
-    else:
-        size = int(index.max()) + 1 if index.numel() else 0
-    shape = list(src.shape)
-    shape[dim] = size
-    return dim, index, shape
-
-
-def reference_sum(src, index, dim=-1, out=None, dim_size=None):
-    dim, index, shape = _prepare(src, index, dim, out, dim_size)
-    start = out.clone() if out is not None else src.new_zeros(shape)
-    return start.scatter_add_(dim, index, src)
-
-
-def reference_count(src, index, dim=-1, out=None, dim_size=None):
-    """How many src elements land in each group (int64, the output's shape)."""
-    dim, index, shape = _prepare(src, index, dim, out, dim_size)
-    return torch.zeros(shape, dtype=torch.long).scatter_add_(dim, index, torch.ones_like(index))
-
-
-def reference_mean(src, index, dim=-1, out=None, dim_size=None):
-    total = reference_sum(src, index, dim, out, dim_size)
-    count = reference_count(src, index, dim, out, dim_size).clamp_min(1)
-    if total.is_floating_point():
-        acc = torch.float32 if total.dtype in (torch.float16, torch.bfloat16) else total.dtype
-        return (total.to(acc) / count).to(total.dtype)
-    return total.div(count, rounding_mode="floor").to(total.dtype)
-
-
-def _reference_arg_reduce(src, index, dim, out, dim_size, which):
-    dim, index, shape = _prepare(src, index, dim, out, dim_size)
-    n = src.size(dim)
-    amin_or_amax = "amin" if which == "min" else "amax"
-    # NaN propagates (torch's amin/amax do the same): a group holding a NaN gives NaN, and its
-    # argindex is the position of its first NaN; a NaN already in out= stays, with argindex n.
-    if out is None:
-        values = src.new_zeros(shape).scatter_reduce(dim, index, src, amin_or_amax, include_self=False)
-        beats_start = torch.ones_like(src, dtype=torch.bool)
-    else:
-        values = out.scatter_reduce(dim, index, src, amin_or_amax, include_self=True)
-        start = out.gather(dim, index)
-        beats_start = (src < start if which == "min" else src > start) | (src.isnan() & ~start.isnan())
-    # The argindex: the first position along dim whose value is its group's result.
-    position = torch.arange(n).view([-1 if d == dim else 1 for d in range(src.dim())]).expand(src.shape)
-    result = values.gather(dim, index)
-    winner = ((src == result) | (src.isnan() & result.isnan())) & beats_start
-    arg = torch.full(shape, n, dtype=torch.long).scatter_reduce(
-        dim, index, torch.where(winner, position, n), "amin", include_self=True
-    )
-    return values, arg
-
-
-def reference_min(src, index, dim=-1, out=None, dim_size=None):
-    return _reference_arg_reduce(src, index, dim, out, dim_size, "min")
-
-
-def reference_max(src, index, dim=-1, out=None, dim_size=None):
-    return _reference_arg_reduce(src, index, dim, out, dim_size, "max")
+scatter_sum = _loading_first(_python_half.scatter_sum)
+scatter_mean = _loading_first(_python_half.scatter_mean)
+scatter_min = _loading_first(_python_half.scatter_min)
+scatter_max = _loading_first(_python_half.scatter_max)
+scatter = _loading_first(_python_half.scatter)
 
 
 # ---- loading a chapter's inline C++ that registers ops ---------------------------------------
@@ -243,28 +164,15 @@ PACKAGE_SITE = REPO_ROOT / "build" / "scatter_pkg" / "site"   # pip install --ta
 CMAKE_BUILD = REPO_ROOT / "build" / "scatter_cmake"
 
 
-def _run(command, **kwargs):
-    import subprocess
-
-    kwargs.setdefault("cwd", REPO_ROOT)
-    result = subprocess.run(command, capture_output=True, text=True, **kwargs)
-    if result.returncode != 0:
-        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
-        raise RuntimeError(f"`{' '.join(map(str, command))}` failed (exit {result.returncode}):\n{tail}")
-    return result
-
-
 def pip_install_command(target=PACKAGE_SITE) -> list[str]:
     """`pip install --no-build-isolation` of csrc/scatter into a folder of its own (a throw-away site)."""
-    import sys
-
     return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
             "--no-build-isolation", "--no-deps", "--upgrade", "--target", str(target), str(PACKAGE_SOURCE)]
 
 
 def install_package(target=PACKAGE_SITE) -> Path:
     """Build and install the wb_scatter package into `target` (~40 s cold, a few seconds warm)."""
-    _run(pip_install_command(target))
+    build.run_build_step(NAME, "install", pip_install_command(target), log_dir=Path(target).parent)
     return Path(target)
 
 
@@ -274,32 +182,18 @@ def run_python(code: str, path=PACKAGE_SITE) -> str:
     A fresh process: a library namespace (TORCH_LIBRARY(wb_scatter)) can be registered only once
     per process, and the JIT-built wb_scatter may already be loaded in this one.
     """
-    import os
-    import sys
-
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(path), os.environ.get("PYTHONPATH", "")]))
-    return _run([sys.executable, "-c", code], env=env, cwd="/").stdout
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd="/")
+    if result.returncode != 0:
+        tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-25:])
+        raise RuntimeError(f"the Python code failed (exit {result.returncode}):\n{tail}")
+    return result.stdout
 
 
 def cmake_configure_command(build_dir=CMAKE_BUILD) -> list[str]:
-    import torch.utils
-
-    return ["cmake", "-S", str(PACKAGE_SOURCE), "-B", str(build_dir), "-G", "Ninja",
-            "-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_COMPILER_LAUNCHER=ccache",
-            f"-DCMAKE_PREFIX_PATH={torch.utils.cmake_prefix_path}"]
+    return build.cmake_configure_command(PACKAGE_SOURCE, build_dir)
 
 
 def cmake_build(build_dir=CMAKE_BUILD) -> Path:
     """Configure (first time) and build libwb_scatter.so and scatter_demo (~60 s cold)."""
-    import shutil
-
-    build_dir = Path(build_dir)
-    if shutil.which("ninja") is None:
-        import os
-        import sys
-
-        os.environ["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")])
-    if not (build_dir / "build.ninja").exists():
-        _run(cmake_configure_command(build_dir))
-    _run(["cmake", "--build", str(build_dir)])
-    return build_dir
+    return build.cmake_build(NAME, PACKAGE_SOURCE, build_dir=build_dir)

@@ -125,11 +125,10 @@ def install() -> Path:
         digest = _source_hash()
         if _STAMP.exists() and _STAMP.read_text() == digest and list(DIST.glob("*.whl")):
             return SITE
-        build.ensure_ninja_on_path()
         shutil.rmtree(DIST, ignore_errors=True)
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-        _run(pip + ["wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", str(DIST), str(SOURCE)],
-             cwd=REPO_ROOT, env=dict(os.environ, LC_ALL="C"))
+        build.run_build_step("wb_scatter_stable", "wheel", pip + ["wheel", "--no-build-isolation", "--no-deps",
+                             "--wheel-dir", str(DIST), str(SOURCE)], log_dir=STABLE_BUILD)
         shutil.rmtree(SITE, ignore_errors=True)  # nothing stale from an earlier install survives
         _run(pip + ["install", "--no-deps", "--target", str(SITE), str(wheel_path())])
         _STAMP.write_text(digest)

@@ -21,8 +21,8 @@ import subprocess
 import warnings
 from pathlib import Path
 
-from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
-from .build import strip_repo
+from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, build_progress
+from .build import cmake_build, strip_repo
 
 INDUCTOR_CACHE = BUILD_DIR / "inductor_cache"
 ARTEFACTS = BUILD_DIR / "ch08"
@@ -231,7 +231,7 @@ def package(exported, name: str) -> Path:
     if path.exists() and key_file.exists() and key_file.read_text() == key:
         return path
     key_file.unlink(missing_ok=True)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), build_progress.shown(f"{name}.pt2"):
         # torch 2.13's own packaging code trips over a deprecation in torch.utils._pytree.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
         written = Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
@@ -264,8 +264,6 @@ def program_key(exported) -> str:
 
 def aoti_app() -> Path:
     """Build csrc/aoti_app with CMake (once; ninja and ccache make later calls cheap); its path."""
-    from .torchscript import cmake_build
-
     return cmake_build("aoti_app", CSRC_DIR / "aoti_app") / "aoti_app"
 
 

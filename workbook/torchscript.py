@@ -7,23 +7,20 @@
     app = torchscript.example_app()              # build csrc/example_app with CMake
     result = torchscript.run_app(app, "model.pt", (image, warp))
 
-CMake projects are configured once into `build/cmake/<project>` (quietly) and then rebuilt
-incrementally by ninja; ccache makes a cold rebuild of unchanged sources cheap. A failed configure
+The CMake projects are built by `workbook.build.cmake_build` (also importable from here): configured
+once into `build/cmake/<project>`, then rebuilt incrementally by ninja, with ccache. A failed configure
 or build raises `workbook.build.BuildError` with the first error and keeps the full log.
 """
 from __future__ import annotations
 
-import json
-import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
-from .build import BuildError, ensure_ninja_on_path, exclusive, first_compiler_error, strip_repo
+from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
+from .build import BuildError, cmake_build, exclusive, run_build_step, strip_repo  # noqa: F401 (chapters 06-07 use torchscript.BuildError)
 
-CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 OPS_SOURCE_DIR = CSRC_DIR / "warp_perspective"
 APP_SOURCE_DIR = CSRC_DIR / "example_app"
 OPS_SOURCES = ["csrc/warp_perspective/ops.cpp", "csrc/warp_perspective/cpu/warp_perspective.cpp"]
@@ -35,58 +32,6 @@ APP_VARIANTS = {
     "call_function": "example_app_call_function",  # the fix: call a function from the library
     "dlopen": "example_app_dlopen",  # the fix: not linked at all, dlopen()ed at run time
 }
-
-
-def torch_cmake_prefix_path() -> str:
-    import torch.utils
-
-    return torch.utils.cmake_prefix_path
-
-
-def cmake_build(project: str, source_dir, *, options: dict | None = None, targets=None) -> Path:
-    """Configure (when needed) and build a CMake project into build/cmake/<project>; return that folder.
-
-    The configure step runs only when the folder has no CMake cache yet or `options` changed;
-    later calls just run the build tool, which reconfigures by itself when a CMakeLists.txt changed.
-    """
-    source_dir = Path(source_dir)
-    build_dir = CMAKE_BUILD_DIR / project
-    options = {
-        "CMAKE_PREFIX_PATH": torch_cmake_prefix_path(),
-        "CMAKE_BUILD_TYPE": "Release",
-        **(options or {}),
-    }
-    if shutil.which("ccache"):
-        options.setdefault("CMAKE_CXX_COMPILER_LAUNCHER", "ccache")
-    generator = ["-G", "Ninja"] if ensure_ninja_on_path() else []
-    recorded = build_dir / "workbook_options.json"
-    wanted = json.dumps({"source": str(source_dir.resolve()), "options": options}, sort_keys=True)
-    with exclusive(f"cmake-{project}"):
-        if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
-            if (build_dir / "CMakeCache.txt").exists() and _recorded_source(recorded) != str(source_dir.resolve()):
-                # CMake refuses to reuse a build folder for another source folder: start this one afresh.
-                shutil.rmtree(build_dir)
-            build_dir.mkdir(parents=True, exist_ok=True)
-            recorded.unlink(missing_ok=True)
-            _run_quietly(
-                project,
-                "configure",
-                ["cmake", "-S", str(source_dir), "-B", str(build_dir), *generator,
-                 *(f"-D{key}={value}" for key, value in options.items())],
-            )
-            recorded.write_text(wanted)
-        command = ["cmake", "--build", str(build_dir), "--parallel", str(min(os.cpu_count() or 1, 4))]
-        for target in targets or []:
-            command += ["--target", target]
-        _run_quietly(project, "build", command)
-    return build_dir
-
-
-def _recorded_source(recorded: Path) -> str | None:
-    try:
-        return json.loads(recorded.read_text())["source"]
-    except (OSError, ValueError, KeyError):
-        return None
 
 
 def ops_library() -> Path:
@@ -408,8 +353,8 @@ def setuptools_build_ops() -> Path:
         "--build-temp", str(SETUPTOOLS_BUILD_DIR / "temp"),
     ]
     with exclusive("setuptools_warp_perspective"):
-        _run_quietly("setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR,
-                     log_dir=SETUPTOOLS_BUILD_DIR)
+        run_build_step("setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR,
+                       log_dir=SETUPTOOLS_BUILD_DIR)
     (library,) = (SETUPTOOLS_BUILD_DIR / "lib").glob("workbook_warp_perspective*.so")
     return library
 
@@ -433,35 +378,3 @@ def check_in_fresh_process(library) -> str:
     if result.returncode != 0:
         raise RuntimeError(result.stderr.strip().splitlines()[-1])
     return result.stdout.strip()
-
-
-def _run_quietly(project: str, step: str, command: list[str], *, cwd=None, log_dir=None) -> None:
-    ensure_ninja_on_path()
-    environment = dict(os.environ, LC_ALL="C")
-    result = subprocess.run(command, capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment)
-    if result.returncode == 0:
-        return
-    output = result.stdout + result.stderr
-    log = Path(log_dir or CMAKE_BUILD_DIR / project) / f"{step}_error.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(output)
-    raise BuildError(
-        f"The {step} step of '{project}' failed. The first error:\n\n"
-        f"{_first_cmake_error(output) or first_compiler_error(output)}\n\n"
-        f"Full output: {relative_to_repo(log)}"
-    )
-
-
-def _first_cmake_error(output: str, context_lines: int = 6) -> str:
-    """CMake's own first error ("CMake Error at CMakeLists.txt:12 (message):" and its message), if any."""
-    lines = output.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("CMake Error"):
-            excerpt = [line]
-            for follow in lines[index + 1 : index + 1 + context_lines]:
-                if follow.startswith(("CMake ", "-- ")):
-                    break
-                if follow.strip():
-                    excerpt.append(follow)
-            return "\n".join("    " + strip_repo(text.rstrip()) for text in excerpt)
-    return ""
