@@ -60,6 +60,8 @@ def test_lltm_warp_and_overhead_rows(quick_run):
         assert set(row["times_s"]) == set(lltm_cases.VERSIONS)
         assert len(row["ratios"]) == len(lltm_cases.RATIOS)
         assert all(positive_and_finite(value) for value in [*row["times_s"].values(), *row["ratios"].values()])
+    assert list(sections["lltm"][0]["breakdown_s"]) == ["C++ forward", "extension function alone", "its addmm"]
+    assert all(positive_and_finite(value) for value in sections["lltm"][0]["breakdown_s"].values())
     assert [(row["side"], row["channels"]) for row in sections["warp"]] == [(side, c) for side in bench.QUICK["sides"]
                                                                               for c in (1, 3)]
     assert all(positive_and_finite(row[key]) for row in sections["warp"]

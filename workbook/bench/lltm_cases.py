@@ -4,6 +4,8 @@ C++: workbook.lltm.lltm_cpp (pybind11 functions behind a Python autograd.Functio
 torch.ops operator with its autograd registered). Three tasks: forward alone (no autograd); forward
 + backward (the outputs and the five input gradients, torch.autograd.grad with given incoming
 gradients); a training step (through loss = h.sum() + c.sum() and loss.backward() into .grad).
+The forward row also gets a breakdown of the C++ forward: the extension's function without the
+autograd.Function around it, and the matrix product inside (which the Python cell makes too).
 """
 from __future__ import annotations
 
@@ -43,4 +45,21 @@ def run(settings: Settings, batch: int = 16, inputs: int = 32, state: int = 128)
                      "ratios": ratios})
         print(f"  {task:17}" + "".join(us(medians[name]).rjust(14) for name in VERSIONS)
               + "".join(f"  {ratio:23.2f}x" for ratio in ratios.values()))
+    rows[0]["breakdown_s"] = forward_breakdown(env, settings)
     return rows
+
+
+def forward_breakdown(env: dict, settings: Settings) -> dict[str, float]:
+    """Where the C++ forward's time goes: the extension's function without the autograd.Function
+    around it, and the one matrix product in it (the same addmm the Python cell makes)."""
+    input, weights, bias, old_h, _ = env["plain"]
+    parts = {
+        "C++ forward": ("with torch.no_grad(): lltm.lltm_cpp(*plain)", env),
+        "extension function alone": ("extension.forward(*plain)", {**env, "extension": env["lltm"].load_extension()}),
+        "its addmm": ("torch.addmm(bias, X, weights_t)",
+                      {"torch": torch, "bias": bias, "X": torch.cat([old_h, input], 1), "weights_t": weights.t()}),
+    }
+    medians = {name: times["median_s"] for name, times in side_by_side(parts, settings).items()}
+    print(f"  the C++ forward's {us(medians['C++ forward']).strip()}: the extension's function alone "
+          f"{us(medians['extension function alone']).strip()}, of which its addmm {us(medians['its addmm']).strip()}")
+    return medians
