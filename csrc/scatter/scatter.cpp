@@ -45,18 +45,17 @@
 //     neither is given, index.max() + 1 (0 for an empty index). A result that could not fit in
 //     this machine's memory is refused before anything is allocated, naming dim_size or index.
 //   - out's elements must not share memory with each other (an expanded view), with src or index.
-//   Returns (out, extra): out as above (empty groups 0 unless out was given; integer mean rounds
-//   down); extra is, for min/max, the int64 argindex of out's shape (first position along dim on
-//   ties; src.size(dim) where no src element won: an empty group, or out's own value kept), for
-//   mean the int64 count of elements in each group (0 for empty groups), for sum undefined.
-//   NaN in min/max propagates, as in torch.amin/amax and torch.scatter_reduce("amin"/"amax"): a
-//   group holding a NaN gives NaN, and its argindex is the position of its first NaN along dim; a
-//   NaN already in out stays (argindex src.size(dim)). The result depends neither on the order
-//   the elements are visited in nor on the number of threads.
+//   Returns (out, argindex): out as above (empty groups 0 unless out was given); argindex is, for
+//   min/max, the int64 argindex of out's shape (src.size(dim) where no src element won: an empty
+//   group, or out's own value kept), undefined for sum and mean. The rules for ties, NaN, integer
+//   mean and the accumulation type are stated once, in scatter_reduce_rules.h, and shared by every
+//   backend. The result depends neither on the order the elements are visited in nor on the number
+//   of threads.
 //   Who checks what: check_and_broadcast (below) checks what users pass (dim in
 //   [-src.dim(), src.dim()), index an integer tensor broadcastable against src, devices) and
 //   broadcasts index. prepare_scatter (below; device-generic), which every backend calls first,
-//   re-checks dtypes, devices, shapes, dim, dim_size and out, and allocates out (zeros) and extra.
+//   re-checks dtypes, devices, shapes, dim, dim_size and out, and allocates out (zeros), argindex
+//   (min/max) and count (mean).
 //   The backend's own loop checks the index *values* while it reads them (negative, or >=
 //   dim_size) and raises an error naming `index`; on such an error an accumulate overload's out
 //   may be partly updated (as with torch's native scatter_add_). Every user error is a
@@ -110,14 +109,14 @@ static uint64_t physical_memory_bytes() {
 }
 
 // Checks, before allocating it, that a result of `sizes` (plus an int64 tensor of the same shape when
-// `with_arg`) fits in memory. `reason` says where the size along `dim` came from, naming the argument.
-static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, int64_t itemsize, bool with_arg,
+// `with_int64`: min/max's argindex, mean's count) fits in memory. `reason` says where the size along `dim` came from, naming the argument.
+static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, int64_t itemsize, bool with_int64,
                               const std::string& reason) {
   uint64_t numel = 1;
   bool overflow = false;
   for (int64_t size : sizes) overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(size), &numel);
   uint64_t bytes = 0;
-  overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(itemsize + (with_arg ? 8 : 0)), &bytes);
+  overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(itemsize + (with_int64 ? 8 : 0)), &bytes);
   const uint64_t memory = physical_memory_bytes();
   TORCH_CHECK(!overflow && bytes <= memory, reason, ": the result would have shape ", at::IntArrayRef(sizes),
               " (size ", sizes[dim], " at dim ", dim, "), ",
@@ -213,11 +212,11 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   std::vector<int64_t> sizes = src.sizes().vec();
   sizes[dim] = size;
   if (!out.has_value()) {
-    const bool with_arg = reduce != Reduce::Sum;
+    const bool with_int64 = reduce != Reduce::Sum;
     if (dim_size.has_value())
-      check_result_fits(sizes, dim, src.element_size(), with_arg, "dim_size is " + std::to_string(size));
+      check_result_fits(sizes, dim, src.element_size(), with_int64, "dim_size is " + std::to_string(size));
     else
-      check_result_fits(sizes, dim, src.element_size(), with_arg,
+      check_result_fits(sizes, dim, src.element_size(), with_int64,
                         "index.max() is " + std::to_string(size - 1) + ", so dim_size = index.max() + 1 is " +
                             std::to_string(size) + " (pass dim_size, or check index)");
   }
@@ -226,9 +225,9 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   result.fresh = !out.has_value();
   result.out = out.has_value() ? *out : at::zeros(sizes, src.options());
   if (reduce == Reduce::Min || reduce == Reduce::Max) {
-    result.arg = at::full(sizes, src.size(dim), index.options());
+    result.argindex = at::full(sizes, src.size(dim), index.options());
   } else if (reduce == Reduce::Mean) {
-    result.arg = at::zeros(sizes, index.options());
+    result.count = at::zeros(sizes, index.options());
   }
   return result;
 }

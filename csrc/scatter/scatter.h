@@ -10,6 +10,8 @@
 // (negative or >= dim_size) as it reads them.
 #pragma once
 
+#include "scatter_reduce_rules.h"  // enum Reduce, and the rules every kernel follows
+
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 #include <torch/library.h>
@@ -20,15 +22,13 @@
 
 namespace wb_scatter {
 
-enum class Reduce { Sum, Mean, Min, Max };
-
 // The outputs a backend fills, already allocated and initialised (see scatter.cpp for the contract).
 struct ScatterOutputs {
-  at::Tensor out;    // the result: the caller's `out` tensor itself for an accumulate overload
-  at::Tensor arg;    // min/max: int64 argindex, shape of out, filled with src.size(dim); mean: int64
-                     // counts, shape of out, filled with 0; sum: undefined
-  int64_t dim_size;  // out.size(dim)
-  bool fresh;        // true when out was allocated here (functional overload): it holds zeros
+  at::Tensor out;       // the result: the caller's `out` tensor itself for an accumulate overload
+  at::Tensor argindex;  // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
+  at::Tensor count;     // mean: int64 elements per group, shape of out, filled with 0; else undefined
+  int64_t dim_size;     // out.size(dim)
+  bool fresh;           // true when out was allocated here (functional overload): it holds zeros
 };
 
 // Validates a backend's arguments (naming the bad one in a RuntimeError) and allocates outputs.
@@ -40,7 +40,7 @@ ScatterOutputs prepare_scatter(const at::Tensor& src, const at::Tensor& index, i
 
 // One backend's reduction. Arguments as prepare_scatter takes them: dim in [0, src.dim()), index
 // int64 with src's shape (a broadcast view is fine), out (accumulate overloads) or dim_size
-// (functional overloads, None: index.max() + 1). Returns (out, arg) as in ScatterOutputs.
+// (functional overloads, None: index.max() + 1). Returns (out, argindex) as in ScatterOutputs.
 using ReduceKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor& src, const at::Tensor& index,
                                                             int64_t dim, const std::optional<at::Tensor>& out,
                                                             std::optional<int64_t> dim_size, Reduce reduce);

@@ -9,24 +9,21 @@
 //  - Otherwise (a 1-D src, or [edges, features] along dim 0) threads split the n elements of a
 //    row instead; each reduces its slice into a private copy of the output row, and the copies
 //    are merged in order, which keeps the "first position wins a tie" rule of min/max.
-// min/max and NaN: NaN propagates, as in torch.amin/amax and scatter_reduce("amin"/"amax"): a group
-// holding a NaN gives NaN, with the argindex of its first NaN along dim. The rule does not depend on
-// the order elements are folded in, so every thread split gives the same result (a rule like "a NaN
-// wins only as the group's first element" would not survive the split into slices).
-// float16/bfloat16 accumulate in a float32 buffer (summing thousands of halves in half precision
-// loses digits); other dtypes accumulate in the output itself when it is contiguous.
+// The rules themselves (identity, ties, NaN, integer mean, accumulation type) are those of
+// ../scatter_reduce_rules.h, shared with the CUDA kernels. float16/bfloat16 accumulate in a float32
+// buffer; other dtypes accumulate in the output itself when it is contiguous.
+// `extra` below is what a reduction keeps per group beside its value: mean's count (ScatterOutputs::
+// count), min/max's argindex (ScatterOutputs::argindex); null for sum.
 #include "../scatter.h"
+#include "../scatter_reduce_rules.h"
 
 #include <ATen/Dispatch.h>
-#include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
 #include <torch/library.h>
 
 #include <algorithm>
-#include <cmath>
-#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <vector>
@@ -37,48 +34,15 @@ namespace {
 using at::Tensor;
 constexpr int64_t kGrain = 32768;  // elements per task below which threads do not pay off (ATen uses the same)
 
+// min/max: fold value x (at position j along dim) into a group. `empty`: the group holds no value
+// yet (so x wins even if it equals the identity, e.g. +inf for min).
 template <typename acc_t, Reduce R>
-struct Reducer {
-  static acc_t identity() {
-    if constexpr (R == Reduce::Min)
-      return std::numeric_limits<acc_t>::has_infinity ? std::numeric_limits<acc_t>::infinity()
-                                                       : std::numeric_limits<acc_t>::max();
-    else if constexpr (R == Reduce::Max)
-      return std::numeric_limits<acc_t>::has_infinity ? -std::numeric_limits<acc_t>::infinity()
-                                                       : std::numeric_limits<acc_t>::lowest();
-    else
-      return acc_t(0);
+inline void update_extreme(acc_t& val, int64_t& argindex, acc_t x, int64_t j, bool empty) {
+  if (wins<R>(x, val, empty)) {
+    val = x;
+    argindex = j;
   }
-  static inline bool is_nan(acc_t x) {
-    if constexpr (std::is_floating_point_v<acc_t>) return std::isnan(x);
-    else return false;
-  }
-  // min/max: does x, from a later position, replace the group's current value `val`? Into an
-  // empty group, always; a NaN replaces any number (and a later NaN never replaces an earlier one,
-  // since nothing compares less than NaN); otherwise only a strictly smaller (larger) x, so the
-  // first position wins a tie.
-  static inline bool wins(acc_t x, acc_t val, bool empty) {
-    if (empty) return true;
-    if constexpr (R == Reduce::Min) {
-      if (x < val) return true;
-    } else {
-      if (x > val) return true;
-    }
-    return is_nan(x) && !is_nan(val);
-  }
-  // Fold value x (at position j along dim) into a group. `empty`: the group holds no value yet
-  // (so x wins even if it equals the identity, e.g. +inf for min).
-  static inline void update(acc_t& val, int64_t& extra, acc_t x, int64_t j, bool empty) {
-    if constexpr (R == Reduce::Sum) {
-      val += x;
-    } else if constexpr (R == Reduce::Mean) {
-      val += x;
-      extra += 1;
-    } else {
-      if (wins(x, val, empty)) { val = x; extra = j; }
-    }
-  }
-};
+}
 
 [[noreturn]] void bad_index(int64_t k, int64_t j, int64_t m) {
   TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
@@ -99,7 +63,7 @@ inline void fold_row(const scalar_t* __restrict s, acc_t* __restrict v, int64_t*
     }
   } else {
     for (int64_t i = i0; i < i1; ++i)
-      Reducer<acc_t, R>::update(v[i], e[i], static_cast<acc_t>(s[i]), j, fresh && e[i] == n);
+      update_extreme<acc_t, R>(v[i], e[i], static_cast<acc_t>(s[i]), j, fresh && e[i] == n);
   }
 }
 
@@ -131,7 +95,7 @@ inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_
         acc_t x = static_cast<acc_t>(s[j + l]);
         if constexpr (R == Reduce::Min) lane[l] = x < lane[l] ? x : lane[l];
         else lane[l] = x > lane[l] ? x : lane[l];
-        nan |= Reducer<acc_t, R>::is_nan(x);
+        nan |= at::_isnan(x);
       }
     acc_t best = lane[0];
     for (int l = 1; l < 8; ++l) {
@@ -142,17 +106,17 @@ inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_
       acc_t x = static_cast<acc_t>(s[j]);
       if constexpr (R == Reduce::Min) best = x < best ? x : best;
       else best = x > best ? x : best;
-      nan |= Reducer<acc_t, R>::is_nan(x);
+      nan |= at::_isnan(x);
     }
-    int64_t at = j0;
+    int64_t first = j0;
     if (nan) {
-      while (!Reducer<acc_t, R>::is_nan(static_cast<acc_t>(s[at]))) ++at;
+      while (!at::_isnan(static_cast<acc_t>(s[first]))) ++first;
     } else {
-      while (!(static_cast<acc_t>(s[at]) == best)) ++at;
+      while (!(static_cast<acc_t>(s[first]) == best)) ++first;
     }
-    best = static_cast<acc_t>(s[at]);  // the first of equal values (0.0 and -0.0 compare equal)
+    best = static_cast<acc_t>(s[first]);  // the first of equal values (0.0 and -0.0 compare equal)
     // v holds earlier positions only: the same rule as folding one element at a time.
-    if (Reducer<acc_t, R>::wins(best, v, fresh && *e == n)) { v = best; *e = at; }
+    update_extreme<acc_t, R>(v, *e, best, first, fresh && *e == n);
   }
 }
 
@@ -184,7 +148,7 @@ inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, 
     val[k] += x;
     extra[k] += 1;
   } else {
-    Reducer<acc_t, R>::update(val[k], extra[k], x, j, fresh && extra[k] == n);
+    update_extreme<acc_t, R>(val[k], extra[k], x, j, fresh && extra[k] == n);
   }
 }
 
@@ -269,37 +233,35 @@ inline void reduce_block(const scalar_t* src, const int64_t* index, const Geomet
   }
 }
 
+// Threading strategy 1: threads split the columns (o, i); each reduces all n elements of its
+// columns and writes only its own columns of the output, so no two threads touch one element.
+// `one_task`: run everything as one task on the calling thread.
 template <typename scalar_t, typename acc_t, Reduce R>
-void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
-                   bool fresh) {
-  const int64_t threads = at::get_num_threads();
+void reduce_by_columns(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                       bool fresh, bool one_task) {
   const int64_t row = g.m * g.inner;  // one row (fixed o) of the output
-  // Few elements: one thread. As many rows as threads (a batch reduced along its last dim), or an
-  // output so large that private copies of it would cost more than the reduction: split the
-  // columns (o, i) between threads.
-  bool small = g.n * g.outer * g.inner < kGrain;
-  bool buffers_cheap = (threads - 1) * row <= g.n * g.inner;
-  if (small || threads == 1 || g.outer >= threads || !buffers_cheap) {
-    const int64_t columns = g.outer * g.inner;
-    int64_t grain = small ? columns : std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
-    at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
-      for (int64_t c = begin; c < end;) {
-        int64_t o = c / g.inner, i0 = c % g.inner;
-        int64_t i1 = std::min(g.inner, i0 + (end - c));  // stay within row o
-        reduce_block<scalar_t, acc_t, R>(src, index, g, o, 0, g.n, i0, i1, acc + o * row,
-                                         extra ? extra + o * row : nullptr, fresh);
-        c += i1 - i0;
-      }
-    });
-    return;
-  }
-  // Few rows (a 1-D src, or [edges, features] along dim 0): split the n elements of a row into
-  // one slice per thread. (Splitting the features instead would make the threads write into
-  // neighbouring cache lines of the same output rows at the same time, which costs more than
-  // it saves.) Slice 0 reduces straight into the output; the others into
-  // private [m, inner] buffers, merged afterwards in slice order, so that the first position
-  // still wins a tie.
-  const int64_t slices = threads;
+  const int64_t columns = g.outer * g.inner;
+  const int64_t grain = one_task ? columns : std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
+  at::parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end;) {
+      int64_t o = c / g.inner, i0 = c % g.inner;
+      int64_t i1 = std::min(g.inner, i0 + (end - c));  // stay within row o
+      reduce_block<scalar_t, acc_t, R>(src, index, g, o, 0, g.n, i0, i1, acc + o * row,
+                                       extra ? extra + o * row : nullptr, fresh);
+      c += i1 - i0;
+    }
+  });
+}
+
+// Threading strategy 2: for each row o, the n elements are split into one slice per thread. (Splitting
+// the features instead would make the threads write into neighbouring cache lines of the same output
+// rows at the same time, which costs more than it saves.) Slice 0 reduces straight into the output,
+// the others into private [m, inner] buffers, merged afterwards in slice order, so that the first
+// position still wins a tie.
+template <typename scalar_t, typename acc_t, Reduce R>
+void reduce_by_slices(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                      bool fresh, int64_t slices) {
+  const int64_t row = g.m * g.inner;
   const int64_t per = (g.n + slices - 1) / slices;
   std::vector<acc_t> vals((slices - 1) * row);
   std::vector<int64_t> extras(R == Reduce::Sum ? 0 : (slices - 1) * row);
@@ -315,7 +277,7 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
         }
         acc_t* v = vals.data() + (t - 1) * row;
         int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * row;
-        std::fill(v, v + row, Reducer<acc_t, R>::identity());
+        std::fill(v, v + row, identity<acc_t, R>());
         if (x) std::fill(x, x + row, (R == Reduce::Mean) ? 0 : g.n);
         reduce_block<scalar_t, acc_t, R>(src, index, g, o, j0, j1, 0, g.inner, v, x, /*fresh=*/true);
       }
@@ -333,7 +295,7 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
           } else {
             if (x[k] == g.n) continue;  // this slice put nothing into this group
             // a[k] holds the earlier positions: the same rule as folding one element at a time.
-            if (Reducer<acc_t, R>::wins(v[k], a[k], fresh && e[k] == g.n)) { a[k] = v[k]; e[k] = x[k]; }
+            update_extreme<acc_t, R>(a[k], e[k], v[k], x[k], fresh && e[k] == g.n);
           }
         }
       }
@@ -341,22 +303,24 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
   }
 }
 
-template <typename acc_t>
-inline acc_t divide(acc_t sum, int64_t count) {
-  if (count <= 1) return sum;
-  if constexpr (std::is_integral_v<acc_t>) {  // round down, like torch_scatter (floor division)
-    int64_t q = static_cast<int64_t>(sum) / count, r = static_cast<int64_t>(sum) % count;
-    if (r != 0 && (r < 0)) q -= 1;
-    return static_cast<acc_t>(q);
-  } else {
-    return sum / static_cast<acc_t>(count);
-  }
+template <typename scalar_t, typename acc_t, Reduce R>
+void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                   bool fresh) {
+  const int64_t threads = at::get_num_threads();
+  // Few elements: one thread. As many rows as threads (a batch reduced along its last dim), or an
+  // output so large that private copies of it would cost more than the reduction: split the
+  // columns. Otherwise (few rows: a 1-D src, or [edges, features] along dim 0) split each row.
+  const bool small = g.n * g.outer * g.inner < kGrain;
+  const bool buffers_cheap = (threads - 1) * g.m * g.inner <= g.n * g.inner;
+  if (small || threads == 1 || g.outer >= threads || !buffers_cheap)
+    reduce_by_columns<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*one_task=*/small);
+  else
+    reduce_by_slices<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*slices=*/threads);
 }
 
 template <typename scalar_t, Reduce R>
 void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs) {
-  using acc_t = std::conditional_t<std::is_same_v<scalar_t, at::Half> || std::is_same_v<scalar_t, at::BFloat16>,
-                                   float, scalar_t>;
+  using acc_t = acc_type<scalar_t>;
   Tensor& out = outs.out;
   // The buffer we accumulate in: out itself when it is contiguous and of the accumulation type.
   Tensor acc;
@@ -369,7 +333,8 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   // min/max need no identity in a fresh out: a group's first element always wins (the argindex
   // marks the group empty), and a group nothing lands in keeps the 0 it was allocated with.
   acc_t* a = acc.data_ptr<acc_t>();
-  int64_t* extra = outs.arg.defined() ? outs.arg.data_ptr<int64_t>() : nullptr;
+  const Tensor& per_group = R == Reduce::Mean ? outs.count : outs.argindex;
+  int64_t* extra = per_group.defined() ? per_group.data_ptr<int64_t>() : nullptr;
   scatter_loops<scalar_t, acc_t, R>(src_c.const_data_ptr<scalar_t>(), index3.const_data_ptr<int64_t>(), g, a,
                                     extra, outs.fresh);
   // Finish: mean divides by the count.
@@ -390,7 +355,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
   Geometry g = geometry_around(src, dim, outs.dim_size);
   if (src.numel() == 0 || outs.out.numel() == 0) {
     // Nothing to reduce: a fresh out is already zeros, a given out keeps its values.
-    return {outs.out, outs.arg};
+    return {outs.out, outs.argindex};
   }
   Tensor src_c = src.contiguous();
   Tensor index3 = index_in_geometry(index, g);
@@ -403,7 +368,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
       case Reduce::Max: run<scalar_t, Reduce::Max>(src_c, index3, g, outs); break;
     }
   });
-  return {outs.out, outs.arg};
+  return {outs.out, outs.argindex};
 }
 
 }  // namespace

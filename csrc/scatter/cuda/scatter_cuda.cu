@@ -1,10 +1,9 @@
 // csrc/scatter/cuda/scatter_cuda.cu — the CUDA kernels of the wb_scatter ops.
 //
 // Contract and schema: ../scatter.cpp; CPU kernel: ../cpu/scatter_cpu.cpp. Results match the CPU
-// kernel's: the same values (up to the rounding order of floating-point sums), the same argindex
-// (the first position along dim on ties; src.size(dim) for an empty group or where out's own value
-// was kept), integer mean rounding down, the same NaN rule (NaN propagates: a group holding a NaN
-// gives NaN, with the argindex of its first NaN along dim, as in torch.amin/amax).
+// kernel's: the same values (up to the rounding order of floating-point sums) and the same argindex,
+// since both follow the rules of ../scatter_reduce_rules.h (identity, ties, NaN, integer mean,
+// accumulation type), whose host-device functions both call.
 //
 // Layout. As on the CPU, tensors are viewed as [outer, n, inner] around `dim` (the output as
 // [outer, m, inner], m = dim_size). There is one thread per src element e = (o, j, i); it reads its
@@ -14,20 +13,18 @@
 //
 //   sum   one pass of atomic adds.
 //   mean  the same, plus an atomic count per output element; then one thread per output element
-//         divides (floor division for integers, nothing for count <= 1: out's initial value
-//         takes part in the sum but not in the count, exactly as on the CPU).
+//         divides (`divide`, as on the CPU).
 //   min/max  atomics give the value but not *which* element won. So:
 //         pass 1  atomic min/max of the values into the output. ATen's atomics propagate NaN (a
 //                 NaN value wins, a NaN in memory stays), so a group holding a NaN ends as NaN;
 //         pass 2  every element equal to its group's result (NaN counting as equal to NaN) bids its
 //                 position j with atomicMin on the argindex: the lowest position wins, which is the
-//                 CPU's rule for ties and for NaN (the first NaN). With out given (accumulate), an element only bids
-//                 when it beat out's initial value (strictly smaller/larger, or a NaN against a
-//                 number); otherwise out's value was kept (a NaN in out stays) and the CPU leaves
-//                 argindex at src.size(dim);
+//                 rule for ties and for NaN (the first NaN). With out given (accumulate), an element
+//                 only bids when it beats out's initial value (`beats`); otherwise out's value was
+//                 kept and argindex stays at src.size(dim);
 //         finish  (functional overloads) groups nothing landed in become 0.
-// float16/bfloat16 accumulate in a float32 buffer, as on the CPU (and atomics on 32-bit floats are
-// native, while 16-bit ones would be compare-and-swap loops).
+// float16/bfloat16 accumulate in a float32 buffer (acc_type), as on the CPU; atomics on 32-bit floats
+// are native, while 16-bit ones would be compare-and-swap loops.
 //
 // Index values are checked as they are read: an out-of-range one is skipped (never written through)
 // and the lowest offending position is recorded. Only when out or dim_size was given can a value be
@@ -39,6 +36,7 @@
 // Every launch is on the current stream, under a guard for src's device, followed by
 // C10_CUDA_KERNEL_LAUNCH_CHECK().
 #include "../scatter.h"
+#include "../scatter_reduce_rules.h"
 
 #include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
@@ -101,32 +99,8 @@ __global__ void scatter_add_kernel(const scalar_t* __restrict__ src, const int64
 }
 
 template <typename acc_t>
-__device__ __forceinline__ acc_t divide(acc_t sum, int64_t count) {
-  if (count <= 1) return sum;
-  if constexpr (std::is_integral_v<acc_t>) {  // round down (floor division), like the CPU kernel
-    const int64_t s = static_cast<int64_t>(sum);
-    int64_t q = s / count;
-    if (s % count < 0) q -= 1;
-    return static_cast<acc_t>(q);
-  } else {
-    return sum / static_cast<acc_t>(count);
-  }
-}
-
-template <typename acc_t>
 __global__ void mean_divide_kernel(acc_t* acc, const int64_t* __restrict__ count, int64_t numel) {
   WB_GRID_STRIDE_LOOP(p, numel) { acc[p] = divide(acc[p], count[p]); }
-}
-
-// Does x replace `than` (an earlier value)? Strictly smaller (larger), or a NaN against a number.
-template <typename acc_t, bool kMax>
-__device__ __forceinline__ bool beats(acc_t x, acc_t than) {
-  if constexpr (kMax) {
-    if (x > than) return true;
-  } else {
-    if (x < than) return true;
-  }
-  return at::_isnan(x) && !at::_isnan(than);
 }
 
 // Is x its group's result? Equal to it, NaN counting as equal to NaN.
@@ -136,7 +110,7 @@ __device__ __forceinline__ bool same(acc_t x, acc_t result) {
 }
 
 // Pass 1 of min/max: the value (a NaN propagates through the atomics).
-template <typename scalar_t, typename acc_t, bool kMax>
+template <typename scalar_t, typename acc_t, Reduce R>
 __global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
                                        Geometry g, acc_t* acc, int64_t* bad) {
   WB_GRID_STRIDE_LOOP(e, g.src_numel()) {
@@ -144,13 +118,13 @@ __global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const i
     const int64_t t = target(index, g, e, j, bad);
     if (t < 0) continue;
     const acc_t x = static_cast<acc_t>(src[e]);
-    if constexpr (kMax) gpuAtomicMax(acc + t, x);
+    if constexpr (R == Reduce::Max) gpuAtomicMax(acc + t, x);
     else gpuAtomicMin(acc + t, x);
   }
 }
 
 // Pass 2 of min/max: the argindex, lowest winning position. `initial`: out's values (else null).
-template <typename scalar_t, typename acc_t, bool kMax>
+template <typename scalar_t, typename acc_t, Reduce R>
 __global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
                                    Geometry g, const acc_t* __restrict__ acc, const acc_t* __restrict__ initial,
                                    int64_t* arg) {
@@ -159,7 +133,7 @@ __global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64
     const int64_t t = target(index, g, e, j, nullptr);
     if (t < 0) continue;
     const acc_t x = static_cast<acc_t>(src[e]);
-    if (same(x, acc[t]) && (initial == nullptr || beats<acc_t, kMax>(x, initial[t]))) {
+    if (same(x, acc[t]) && (initial == nullptr || beats<R>(x, initial[t]))) {
       atomicMin(reinterpret_cast<long long*>(arg + t), static_cast<long long>(j));
     }
   }
@@ -173,24 +147,15 @@ __global__ void extreme_finish_kernel(Geometry g, acc_t* acc, const int64_t* __r
   }
 }
 
-template <typename acc_t, bool kMax>
-acc_t identity() {
-  using limits = std::numeric_limits<acc_t>;
-  if constexpr (limits::has_infinity) return kMax ? -limits::infinity() : limits::infinity();
-  else return kMax ? limits::lowest() : limits::max();
-}
-
 template <typename scalar_t, Reduce R>
 void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs, int64_t* bad,
          cudaStream_t stream) {
-  using acc_t = std::conditional_t<std::is_same_v<scalar_t, at::Half> || std::is_same_v<scalar_t, at::BFloat16>,
-                                   float, scalar_t>;
-  constexpr auto acc_type = c10::CppTypeToScalarType<acc_t>::value;
+  using acc_t = acc_type<scalar_t>;
   Tensor& out = outs.out;
   // Accumulate in out itself when it is contiguous and of the accumulation type, else in a copy.
   Tensor acc = (std::is_same_v<acc_t, scalar_t> && out.is_contiguous())
                    ? out
-                   : out.to(acc_type, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+                   : out.to(c10::CppTypeToScalarType<acc_t>::value, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
   const scalar_t* src = src_c.const_data_ptr<scalar_t>();
   const int64_t* index = index3.const_data_ptr<int64_t>();
   acc_t* a = acc.mutable_data_ptr<acc_t>();
@@ -199,7 +164,7 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
 
   if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
     constexpr bool kMean = R == Reduce::Mean;
-    int64_t* count = kMean ? outs.arg.mutable_data_ptr<int64_t>() : nullptr;
+    int64_t* count = kMean ? outs.count.mutable_data_ptr<int64_t>() : nullptr;
     scatter_add_kernel<scalar_t, acc_t, kMean><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, count, bad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if constexpr (kMean) {
@@ -207,18 +172,17 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
       C10_CUDA_KERNEL_LAUNCH_CHECK();
     }
   } else {
-    constexpr bool kMax = R == Reduce::Max;
-    int64_t* arg = outs.arg.mutable_data_ptr<int64_t>();
+    int64_t* arg = outs.argindex.mutable_data_ptr<int64_t>();
     Tensor initial;
     if (outs.fresh) {
-      acc.fill_(identity<acc_t, kMax>());
+      acc.fill_(identity<acc_t, R>());
     } else {
       initial = acc.clone();
     }
-    scatter_extreme_kernel<scalar_t, acc_t, kMax><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, bad);
+    scatter_extreme_kernel<scalar_t, acc_t, R><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, bad);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     const acc_t* initial_ptr = initial.defined() ? initial.const_data_ptr<acc_t>() : nullptr;
-    scatter_arg_kernel<scalar_t, acc_t, kMax><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, initial_ptr, arg);
+    scatter_arg_kernel<scalar_t, acc_t, R><<<src_blocks, kThreads, 0, stream>>>(src, index, g, a, initial_ptr, arg);
     C10_CUDA_KERNEL_LAUNCH_CHECK();
     if (outs.fresh) {
       extreme_finish_kernel<acc_t><<<out_blocks, kThreads, 0, stream>>>(g, a, arg);
@@ -242,7 +206,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
   if (src.numel() == 0 || outs.out.numel() == 0) {
     // Nothing to reduce (and a zero-block launch would be an error): as on the CPU, a fresh out
     // is already zeros and a given out keeps its values.
-    return {outs.out, outs.arg};
+    return {outs.out, outs.argindex};
   }
   const Tensor src_c = src.contiguous();
   const Tensor index3 = index_in_geometry(index, g);
@@ -273,7 +237,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
                   " along dim is out of range: index values must lie in [0, dim_size) = [0, ", g.m, ")");
     }
   }
-  return {outs.out, outs.arg};
+  return {outs.out, outs.argindex};
 }
 
 }  // namespace
