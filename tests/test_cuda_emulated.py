@@ -6,7 +6,7 @@ compiled as C++ with the stand-in headers of csrc/cuda_emulation/ (streams, guar
 torch's, its host functions registered for the CPU key of separate op namespaces (wb_lltm_emu,
 wb_scatter_emu). See csrc/cuda_emulation/README.md for what this can and cannot find: it catches index
 arithmetic, grid sizes, tie/NaN rules and dispatch mistakes; races and real atomics need a GPU
-(tests/test_cuda_ops.py).
+(tests/test_lltm_cuda.py, tests/test_scatter_cuda.py).
 """
 import pytest
 import torch

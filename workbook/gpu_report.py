@@ -6,7 +6,7 @@
 1. the machine: torch, CUDA, GPU, nvcc;
 2. the compile-only check of every .cu under csrc/ (what CI runs without a GPU);
 3. a build of wb_lltm and wb_scatter *with* their CUDA kernels (stops here if CUDA cannot be built);
-4. the GPU tests (tests/test_cuda_ops.py), the compile tests and the emulated-kernel tests;
+4. the GPU tests (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py), the compile tests and the emulated-kernel tests;
 5. chapter 05, solutions and learner notebook, through nbval (stored outputs come from a CPU
    machine; cells whose output depends on the machine are marked to be ignored);
 6. timings: LLTM forward+backward and the scatter ops on the CPU and on the GPU, and scatter_sum's
@@ -163,7 +163,8 @@ def main(argv=None) -> int:
 
     _step("4. GPU tests, compile tests, emulated-kernel tests")
     if not _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                 "tests/test_cuda_ops.py", "tests/test_cuda_compile.py", "tests/test_cuda_emulated.py"]):
+                 "tests/test_lltm_cuda.py", "tests/test_scatter_cuda.py", "tests/test_cuda_compile.py",
+                 "tests/test_cuda_emulated.py"]):
         failures.append("tests")
 
     if not args.skip_notebooks:
