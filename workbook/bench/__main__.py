@@ -27,7 +27,8 @@ def parse(argv):
     parser.add_argument("--groups", nargs="+", type=float, help="scatter: group counts (default 10 ... 1e6)")
     parser.add_argument("--sides", nargs="+", type=int, help="warp_perspective: image sides (default 256 512 1024)")
     parser.add_argument("--rounds", type=int, help="rounds per comparison (default 3; --quick: 1)")
-    parser.add_argument("--threads", type=int, help="threads for torch (default: torch's default)")
+    parser.add_argument("--threads", type=int,
+                        help="threads for torch and both OpenCV builds (default: each library's default)")
     parser.add_argument("--out", type=Path, default=BUILD_DIR / "bench", help="folder for results.json and plots")
     return parser.parse_args(argv)
 
