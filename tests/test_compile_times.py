@@ -128,3 +128,14 @@ def test_a_real_compile_of_a_trivial_source(tmp_path):
     cost = compile_times.header_cost("#include <cstddef>\nstd::size_t answer() { return 42; }\n",
                                      flags=["-std=c++20"], cache_file=tmp_path / "costs.json")
     assert cost.measured_now and cost.seconds > 0 and cost.lines > 10
+
+
+def test_header_costs_compile_the_tiny_op_after_each_include_set(monkeypatch):
+    sources = []
+    monkeypatch.setattr(compile_times, "header_cost",
+                        lambda source, remeasure: sources.append((source, remeasure)) or len(sources))
+    costs = compile_times.header_costs({"lean": ["ATen/core/Tensor.h", "torch/library.h"], "full": ["torch/all.h"]},
+                                       remeasure=True)
+    assert costs == {"lean": 1, "full": 2}
+    assert sources == [("#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n" + compile_times.TINY_OP, True),
+                       ("#include <torch/all.h>\n" + compile_times.TINY_OP, True)]

@@ -1,0 +1,159 @@
+"""Chapter 09's small live measurements and their plots.
+
+`side_by_side` times statements in turn over a few rounds with torch.utils.benchmark and keeps each
+statement's best round; `scatter_rows` uses it for a handful of scatter cases, much smaller than
+`make bench`, so that the chapter runs in seconds. The `*_image` functions draw the results with
+matplotlib and return a PNG for a notebook cell.
+"""
+from __future__ import annotations
+
+from .figures import as_image
+
+SUM_NATIVES = {
+    "index_add_": "torch.zeros(groups).index_add_(0, index, src)",
+    "scatter_add_": "torch.zeros(groups).scatter_add_(0, index, src)",
+}
+MAX_NATIVE = "torch.zeros(groups).scatter_reduce_(0, index, src, 'amax', include_self=False)"
+OURS = {"sum": "scatter.scatter_sum(src, index, 0, None, groups)",
+        "max": "scatter.scatter_max(src, index, 0, None, groups)"}
+
+
+def side_by_side(statements: dict[str, str], env: dict, threads: int, rounds: int = 3,
+                 min_run_time: float = 0.02, label: str = "side by side") -> dict:
+    """{name: the Measurement with the lowest median over `rounds` rounds}, the statements timed in turn.
+    Each Measurement is labelled for benchmark.Compare: a row per name, a column per thread count."""
+    from torch.utils import benchmark
+
+    best = {}
+    for _ in range(rounds):
+        for name, statement in statements.items():
+            timer = benchmark.Timer(statement, globals=env, num_threads=threads, label=label, sub_label=name,
+                                    description=f"{threads} thread(s)")
+            measurement = timer.blocked_autorange(min_run_time=min_run_time)
+            if name not in best or measurement.median < best[name].median:
+                best[name] = measurement
+    return best
+
+
+def scatter_inputs(elements: int, groups: int, order: str, seed: int = 0):
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    index = torch.randint(0, groups, (elements,), generator=generator)
+    if order == "sorted":
+        index = index.sort().values
+    return torch.randn(elements, generator=generator), index
+
+
+def scatter_agrees_with_native(elements: int, group_counts, orders=("random", "sorted")) -> bool:
+    """Do scatter_sum and scatter_max give torch's own results in every case?"""
+    import torch
+
+    from . import scatter
+
+    for groups in group_counts:
+        for order in orders:
+            src, index = scatter_inputs(elements, groups, order)
+            env = {"torch": torch, "scatter": scatter, "src": src, "index": index, "groups": groups}
+            sums_agree = torch.allclose(eval(OURS["sum"], env), eval(SUM_NATIVES["index_add_"], env),
+                                        rtol=1e-4, atol=1e-4)
+            maxima_agree = torch.equal(eval(OURS["max"], env)[0], eval(MAX_NATIVE, env))
+            if not (sums_agree and maxima_agree):
+                return False
+    return True
+
+
+def scatter_rows(elements: int, group_counts, threads: int, orders=("random", "sorted")) -> list[dict]:
+    """Per case and op: ours and the faster native equivalent, their ratio (> 1: ours faster), and
+    scatter_sum's GB/s next to a copy of the same bytes, all timed in one run."""
+    import torch
+
+    from . import scatter
+
+    rows = []
+    for groups in group_counts:
+        for order in orders:
+            src, index = scatter_inputs(elements, groups, order)
+            moved = src.numel() * 4 + index.numel() * 8 + groups * 4  # read src and index, write the output
+            copy_from, copy_to = torch.empty(moved // 2, dtype=torch.uint8), torch.empty(moved // 2, dtype=torch.uint8)
+            env = {"torch": torch, "scatter": scatter, "src": src, "index": index, "groups": groups,
+                   "copy_from": copy_from, "copy_to": copy_to}
+            statements = {"copy": "copy_to.copy_(copy_from)", "ours sum": OURS["sum"], **SUM_NATIVES,
+                          "ours max": OURS["max"], "scatter_reduce_ amax": MAX_NATIVE}
+            seconds = {name: m.median for name, m in side_by_side(statements, env, threads).items()}
+            native_sum = min(seconds[name] for name in SUM_NATIVES)
+            case = {"groups": groups, "index": order, "copy_gbps": moved / seconds["copy"] / 1e9}
+            rows.append({**case, "op": "sum", "ratio": native_sum / seconds["ours sum"],
+                         "ours_gbps": moved / seconds["ours sum"] / 1e9, "native_gbps": moved / native_sum / 1e9})
+            rows.append({**case, "op": "max", "ratio": seconds["scatter_reduce_ amax"] / seconds["ours max"]})
+    return rows
+
+
+def print_rows(rows: list[dict]) -> None:
+    print(f"{'groups':>7} {'index':6} {'op':3} {'native / ours':>13} {'ours GB/s':>9} {'copy GB/s':>9}")
+    for row in rows:
+        bandwidth = f"{row['ours_gbps']:9.1f} {row['copy_gbps']:9.1f}" if row["op"] == "sum" else ""
+        print(f"{row['groups']:7.0e} {row['index']:6} {row['op']:3} {row['ratio']:12.2f}x {bandwidth}")
+
+
+def _case_label(row) -> str:
+    return f"{row['index']}\n{row['groups']:.0e} groups".replace("e+0", "e")
+
+
+def ratios_image(rows: list[dict]):
+    """Bars of native / ours per case, sum and max side by side, on a log axis around 1."""
+    from matplotlib.figure import Figure
+
+    cases = [row for row in rows if row["op"] == "sum"]
+    figure = Figure(figsize=(8, 3.4))
+    axes = figure.add_subplot()
+    for offset, op, colour in ((-0.2, "sum", "#8ecae6"), (0.2, "max", "#ffb703")):
+        ratios = [row["ratio"] for row in rows if row["op"] == op]
+        axes.bar([position + offset for position in range(len(ratios))], ratios, width=0.4, label=f"scatter_{op}",
+                 color=colour, edgecolor="#333333")
+    axes.axhline(1, color="#333333", linewidth=1)
+    axes.set_yscale("log")
+    axes.set_xticks(range(len(cases)), [_case_label(row) for row in cases], fontsize=8)
+    axes.set_ylabel("native time / ours\n(above 1: ours faster)")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return as_image(figure)
+
+
+def bandwidth_image(rows: list[dict]):
+    """GB/s of scatter_sum, of the faster native sum and of a plain copy of the same bytes, per case."""
+    from matplotlib.figure import Figure
+
+    cases = [row for row in rows if row["op"] == "sum"]
+    figure = Figure(figsize=(8, 3.4))
+    axes = figure.add_subplot()
+    series = (("ours_gbps", "scatter_sum", "#8ecae6"), ("native_gbps", "faster native sum", "#90be6d"),
+              ("copy_gbps", "copy of the same bytes", "#cccccc"))
+    for number, (key, label, colour) in enumerate(series):
+        axes.bar([position + (number - 1) * 0.27 for position in range(len(cases))], [row[key] for row in cases],
+                 width=0.27, label=label, color=colour, edgecolor="#333333")
+    axes.set_xticks(range(len(cases)), [_case_label(row) for row in cases], fontsize=8)
+    axes.set_ylabel("GB/s")
+    axes.legend(fontsize=8)
+    figure.tight_layout()
+    return as_image(figure)
+
+
+def header_costs_image(costs: dict):
+    """Horizontal bars: seconds of one cold compile per include set, with its preprocessed lines."""
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(8, 0.6 + 0.6 * len(costs)))
+    axes = figure.add_subplot()
+    labels = list(costs)
+    seconds = [cost.seconds for cost in costs.values()]
+    axes.barh(range(len(labels)), seconds, color="#8ecae6", edgecolor="#333333")
+    for position, cost in enumerate(costs.values()):
+        axes.text(cost.seconds, position, f"  {cost.seconds:.1f} s, {cost.lines / 1000:.0f}k lines", va="center",
+                  fontsize=8)
+    axes.set_yticks(range(len(labels)), labels, fontsize=8)
+    axes.invert_yaxis()
+    axes.set_xlim(0, max(seconds) * 1.4)
+    axes.set_xlabel("seconds for one cold compile of the same tiny op")
+    figure.tight_layout()
+    return as_image(figure)
