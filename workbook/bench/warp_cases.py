@@ -59,9 +59,9 @@ def run(settings: Settings, sides=(256, 512, 1024), channels=(1, 3)) -> list[dic
 
 def _compare(settings: Settings, sides, channels, cv2) -> list[dict]:
     threads = {"opencv_threads": torch.ops.wb_bench_cv.opencv_threads(), "cv2_threads": cv2.getNumThreads()}
-    print(f"warp_perspective (ours) against the same cv::warpPerspective called directly from C++ (system OpenCV, "
-          f"{threads['opencv_threads']} threads)")
-    print(f"and pip's cv2.warpPerspective (OpenCV {cv2.__version__}, {threads['cv2_threads']} threads); "
+    print("warp_perspective (ours) against the same cv::warpPerspective called directly from C++ (system OpenCV, "
+          f"threads: {threads['opencv_threads']})")
+    print(f"and pip's cv2.warpPerspective (OpenCV {cv2.__version__}, threads: {threads['cv2_threads']}); "
           "ratio = other / ours, > 1: ours faster")
     print(f"  {'image':>14} {'ours':>13} {'direct':>13} {'cv2':>13}  {'direct/ours':>11}  {'cv2/ours':>8}"
           f"  {'ours - direct':>13}")
