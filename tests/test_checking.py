@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from workbook.checking import (ExerciseFailed, Mistake, Skip, exercise, expect_close, FAILED, NOT_ATTEMPTED,
-                               PASSED, SKIPPED)
+from workbook.checking import (ExerciseFailed, Mistake, Skip, exercise, expect_close, raise_if_not_attempted, FAILED,
+                               NOT_ATTEMPTED, PASSED, SKIPPED)
 
 
 @exercise("9.9 demo")
@@ -51,6 +51,26 @@ def test_strict_mode_raises_for_anything_but_a_pass(monkeypatch, capsys):
     for function in (lambda: 2, not_attempted_python):
         with pytest.raises(ExerciseFailed):
             check_returns_one(function)
+
+
+@exercise("9.7 a check that explains the learner's errors itself")
+def check_explaining_errors(function):
+    try:
+        function()
+    except RuntimeError as error:
+        raise_if_not_attempted(error)
+        raise Mistake(f"your function raised: {error}") from None
+
+
+def test_a_stubs_error_caught_by_a_check_is_still_not_attempted(monkeypatch):
+    monkeypatch.delenv("WORKBOOK_STRICT", raising=False)
+    assert check_explaining_errors(not_attempted_cpp).status == NOT_ATTEMPTED
+
+    def wrong():
+        raise RuntimeError("index 5 out of range")
+
+    outcome = check_explaining_errors(wrong)
+    assert outcome.status == FAILED and "index 5 out of range" in str(outcome)
 
 
 def test_skip_is_its_own_status(monkeypatch):

@@ -1,19 +1,21 @@
 """The exercise checks' shared machinery.
 
-A check is a function decorated with `@exercise("4.2 scatter_max")`. Its body calls the learner's
-code and raises `Mistake` with a plain-words explanation when something is off. The decorator
-turns that into an `Outcome`, displayed in the notebook as one line:
+A check is a function decorated with `@exercise("3.2 scatter_max with its argindex")`. Its body
+calls the learner's code and raises `Mistake` with a plain-words explanation when something is off.
+The decorator turns that into an `Outcome`, displayed in the notebook as one line:
 
-    ✔ Exercise 4.2 scatter_max: passed
-    ✘ Exercise 4.2 scatter_max: failed — argindex is wrong at position 3: expected 0, got 2
-    … Exercise 4.2 scatter_max: not attempted yet — replace the code under YOUR CODE HERE, ...
+    ✔ Exercise 3.2 scatter_max with its argindex: passed
+    ✘ Exercise 3.2 scatter_max with its argindex: failed — argindex (two groups of two) is wrong at ...
+    … Exercise 3.2 scatter_max with its argindex: not attempted yet — replace the code under YOUR CODE ...
 
 An untouched stub (`raise NotImplementedError`, or a C++ `TORCH_CHECK(false, "not attempted yet")`)
-is reported as *not attempted yet*, and the notebook keeps running. For grading
-(`nbgrader autograde`) or tests, set WORKBOOK_STRICT=1 or call `.require()`: anything but a pass
-then raises `ExerciseFailed`, which is what marks a grade cell as failed. In strict mode a pass is
-printed and the check returns None, because nbgrader scores a grade cell by its output: an error
-scores nothing, printed text full marks, and a returned value must be a number of points.
+is reported as *not attempted yet*, and the notebook keeps running; a check that catches the
+learner's errors itself calls `raise_if_not_attempted(error)` first, so that a stub's error still
+reads as one. For grading (`nbgrader autograde`) or tests, set WORKBOOK_STRICT=1 or call
+`.require()`: anything but a pass then raises `ExerciseFailed`, which is what marks a grade cell as
+failed. In strict mode a pass is printed and the check returns None, because nbgrader scores a grade
+cell by its output: an error scores nothing, printed text full marks, and a returned value must be a
+number of points.
 """
 from __future__ import annotations
 
@@ -80,6 +82,14 @@ def exercise(title: str):
         return check
 
     return decorate
+
+
+def raise_if_not_attempted(error: BaseException) -> None:
+    """In a check's `except` block: an error raised by an untouched stub (its message says "not attempted
+    yet": a C++ `TORCH_CHECK(false, ...)`, or a TorchScript stub) becomes NotImplementedError, which the
+    check reports as not attempted instead of as a mistake."""
+    if NOT_ATTEMPTED in str(error):
+        raise NotImplementedError(NOT_ATTEMPTED) from None
 
 
 def _run(title, body, args, kwargs) -> Outcome:

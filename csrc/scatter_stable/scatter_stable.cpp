@@ -8,9 +8,10 @@
 //
 // The same semantics as csrc/scatter (torch_scatter's): index broadcasts against src (a 1-D index
 // runs along dim, missing trailing dimensions are added), dim_size=None means index.max() + 1,
-// empty groups are 0, min/max also return the int64 argindex (src.size(dim) for an empty group,
-// the first NaN's position for a group holding a NaN), integer mean rounds down, float16/bfloat16
-// accumulate in float32.
+// empty groups are 0, min/max also return the int64 argindex (src.size(dim) for an empty group).
+// Ties, NaN, integer mean and the accumulation type follow the rules stated in
+// csrc/scatter/scatter_reduce_rules.h; the kernels (cpu/scatter_cpu.cpp) keep their own copy of those
+// functions, since that header includes ATen, which a stable-ABI build may not.
 //
 // What differs from the ATen version is what the stable ABI has and lacks:
 // - no C++ autograd (torch::autograd::Function is not part of it): the ops are registered for the

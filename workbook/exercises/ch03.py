@@ -10,11 +10,7 @@
 """
 from __future__ import annotations
 
-from ..checking import Mistake, exercise, expect_close
-
-
-def _not_attempted(error: Exception) -> bool:
-    return "not attempted yet" in str(error)
+from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 
 @exercise("3.1 scatter_mean's backward in C++")
@@ -34,8 +30,7 @@ def check_scatter_mean_backward(scatter_mean):
             weight = torch.randn(out.shape, dtype=torch.float64, generator=generator)
             (grad,) = torch.autograd.grad((out * weight).sum(), leaf, allow_unused=True)
         except RuntimeError as error:
-            if _not_attempted(error):
-                raise NotImplementedError from None
+            raise_if_not_attempted(error)
             raise
         where = f"for src of shape {shape}, dim={dim}, index values in [0, {groups})"
         if grad is None:
@@ -62,8 +57,7 @@ def check_scatter_max(scatter_max):
         try:
             result = scatter_max(src, index, dim_size)
         except RuntimeError as error:
-            if _not_attempted(error):
-                raise NotImplementedError from None
+            raise_if_not_attempted(error)
             raise Mistake(f"{case}: your function raised: {str(error).splitlines()[0]}") from None
         if not isinstance(result, (tuple, list)) or len(result) != 2:
             raise Mistake(f"{case}: scatter_max should return two tensors (values, argindex), got {type(result).__name__}")
@@ -91,8 +85,7 @@ def check_scatter_max(scatter_max):
     try:
         scatter_max(torch.ones(3), torch.tensor([0, 5, 1]), 2)
     except RuntimeError as error:
-        if _not_attempted(error):
-            raise NotImplementedError from None
+        raise_if_not_attempted(error)
         if "index" not in str(error):
             raise Mistake(f"an index value 5 with dim_size=2 raised, but the message does not name index: "
                           f"{str(error).splitlines()[0]!r}") from None
@@ -125,8 +118,7 @@ def check_scatter_max_function(ScatterMaxPy):
         try:
             (grad,) = torch.autograd.grad((values * weight).sum(), leaf, allow_unused=True)
         except RuntimeError as error:
-            if "not attempted yet" in str(error):
-                raise NotImplementedError from None
+            raise_if_not_attempted(error)
             raise Mistake(f"your backward raised {where}: {str(error).splitlines()[0]}. An empty group's argindex "
                           f"is src.size(dim) = {src.size(dim)}, one past the end: scatter into a tensor with one "
                           "spare slot along dim, then narrow it away") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 
-from ..checking import Mistake, exercise, expect_close
+from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 
 class _Holder:
@@ -92,8 +92,7 @@ def _run_scripted(call, what: str):
     try:
         return call()
     except torch.jit.Error as error:
-        if "not attempted yet" in str(error):
-            raise NotImplementedError from None
+        raise_if_not_attempted(error)
         raise Mistake(f"{what} raised: {str(error).strip().splitlines()[-1]}") from None
 
 

@@ -49,9 +49,8 @@ struct Reducer {
     if constexpr (std::is_floating_point_v<acc_t>) return std::isnan(x);
     else return false;
   }
-  // min/max: does x, from a later position, replace the group's value `val`? Into an empty group
-  // always; a NaN replaces a number (never an earlier NaN); otherwise only a strictly smaller
-  // (larger) x, so the first position wins a tie.
+  // min/max: does x, from a later position, replace the group's value `val`? The win rule of
+  // csrc/scatter/scatter_reduce_rules.h (ties, NaN), copied: a stable-ABI build may not include it.
   static bool wins(acc_t x, acc_t val, bool empty) {
     if (empty) return true;
     if constexpr (R == Reduce::Min) {
