@@ -153,7 +153,7 @@ def _exclusive_build(name: str):
     ensure_ninja_on_path()
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
-    with exclusive(name), _plain_compiler_messages(), build_progress.shown(name):
+    with build_progress.shown(name), exclusive(name), _plain_compiler_messages():
         stale = directory / "lock"
         if stale.exists():
             raise StaleBuildLock(
@@ -238,7 +238,7 @@ def cmake_build(project: str, source_dir, *, options: dict | None = None, target
     configure = cmake_configure_command(source_dir, build_dir, options)
     recorded = build_dir / "workbook_configure.json"
     wanted = json.dumps(configure)
-    with exclusive(f"cmake-{project}"):
+    with build_progress.shown(project), exclusive(f"cmake-{project}"):
         if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
             if _configured_source(build_dir) not in (None, str(source_dir)):
                 # CMake refuses to reuse a build folder for another source folder: start this one afresh.

@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
+from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, build_progress, relative_to_repo
 from .build import exclusive, first_compiler_error
 
 CACHE_DIR = BUILD_DIR / "cuda_check"
@@ -207,7 +207,8 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     environment = dict(os.environ, LC_ALL="C")
     started = time.perf_counter()
     try:
-        completed = subprocess.run(command, capture_output=True, text=True, cwd=path.parent, env=environment)
+        with build_progress.shown(shown):
+            completed = subprocess.run(command, capture_output=True, text=True, cwd=path.parent, env=environment)
     except OSError as error:
         return CompileResult(shown, SKIPPED, f"could not run nvcc: {error}"), None
     seconds = time.perf_counter() - started

@@ -201,25 +201,25 @@ def _scatter_call(case, args):
 
 
 def _scatter_reference(case, args):
-    """What the call must return, from workbook.scatter's reference_* (min/max values as a gather of src
+    """What the call must return, from workbook.scatter_reference (min/max values as a gather of src
     at the reference's argindex, which routes gradients to the chosen element as the op does)."""
     import torch
 
-    from . import scatter
+    from . import scatter_reference as reference
 
     reduce, entry = case["reduce"], case["entry"]
     if entry == "reduce":
         reduce = {"add": "sum"}.get(args.get("reduce", "sum"), args.get("reduce", "sum"))
     src, index = args["src"], args["index"]
     dim, out, dim_size = args.get("dim", -1), args.get("out"), args.get("dim_size")
-    compute = {"sum": scatter.reference_sum, "mean": scatter.reference_mean}
+    compute = {"sum": reference.reference_sum, "mean": reference.reference_mean}
     if reduce in compute:
         if src.is_floating_point() and src.dtype != torch.float64:
             wide = compute[reduce](src.double(), index, dim, None if out is None else out.double(), dim_size)
             return wide.to(src.dtype)
         return compute[reduce](src, index, dim, out, dim_size)
-    reference = scatter.reference_min if reduce == "min" else scatter.reference_max
-    values, arg = reference(src.detach(), index, dim, None if out is None else out.detach(), dim_size)
+    arg_reduce = reference.reference_min if reduce == "min" else reference.reference_max
+    values, arg = arg_reduce(src.detach(), index, dim, None if out is None else out.detach(), dim_size)
     wrapped = dim % src.dim()
     n = src.shape[wrapped]
     start = out if out is not None else torch.zeros_like(values)
