@@ -150,7 +150,7 @@ def test_first_error_keeps_the_source_excerpt():
     ]
 
 
-# --- exercise 5.1: compile-checked here, run where there is a GPU ---------------------------------
+# --- exercise 5.1: compile-checked here, and run (on a GPU, or else in the CPU emulation) --------
 
 def exercise_source():
     """The solution's CUDA source string from chapter 05's exercise cell."""
