@@ -65,7 +65,8 @@ def test_lltm_warp_and_overhead_rows(quick_run):
     assert [(row["side"], row["channels"]) for row in sections["warp"]] == [(side, c) for side in bench.QUICK["sides"]
                                                                               for c in (1, 3)]
     assert all(positive_and_finite(row[key]) for row in sections["warp"]
-               for key in ("ours_s", "direct_s", "cv2_s", "direct_ratio", "cv2_ratio"))
+               for key in ("ours_s", "direct_s", "cv2_s", "direct_ratio", "cv2_ratio", "fixed_cost_share"))
+    assert all(row["fixed_cost_s"] >= 0 for row in sections["warp"])
     assert [row["kind"] for row in sections["overhead"]] == list(overhead_cases.STATEMENTS)
     assert all(positive_and_finite(row["seconds"]) for row in sections["overhead"])
 
