@@ -12,10 +12,11 @@ the CUDA runtime skip in a dry run.
 import contextlib
 import os
 
+import nbformat
 import pytest
 import torch
 
-from workbook import build
+from workbook import build, generate
 
 DRY_RUN = os.environ.get("WORKBOOK_CUDA_TESTS_DEVICE") == "cpu"
 DEVICE = "cpu" if DRY_RUN else "cuda"
@@ -52,3 +53,12 @@ def side_stream():
 def back_on_current_stream(stream_context):
     if not DRY_RUN:
         torch.cuda.current_stream().wait_stream(stream_context.stream)
+
+
+def divide_by_count_solution() -> str:
+    """Exercise 5.1's solution: the CUDA source string its cell in solutions/05_cuda_extensions.ipynb assigns."""
+    notebook = nbformat.read(generate.SOLUTIONS / "05_cuda_extensions.ipynb", as_version=4)
+    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-divide-by-count"]
+    namespace = {}
+    exec(cell.source, namespace)
+    return namespace["DIVIDE_BY_COUNT_CU"]

@@ -11,6 +11,7 @@ arithmetic, grid sizes, tie/NaN rules and dispatch mistakes; races and real atom
 import pytest
 import torch
 
+from cuda_device import divide_by_count_solution
 from workbook import cuda_emulation, lltm, scatter
 from workbook.cuda_emulation import rewrite_launches
 
@@ -165,18 +166,6 @@ def emulated_exercise(source: str):
     return cuda_emulation.load_source(ch05.EMULATION_STEM, source)
 
 
-def solution_source():
-    import nbformat
-
-    from workbook import generate
-
-    notebook = nbformat.read(generate.SOLUTIONS / "05_cuda_extensions.ipynb", as_version=4)
-    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-divide-by-count"]
-    namespace = {}
-    exec(cell.source, namespace)
-    return namespace["DIVIDE_BY_COUNT_CU"]
-
-
 def run_exercise_cases(ops):
     from workbook.checking import Mistake, expect_close
     from workbook.exercises import ch05
@@ -191,7 +180,7 @@ def run_exercise_cases(ops):
 
 
 def test_emulated_exercise_solution_passes_the_checks_cases():
-    assert run_exercise_cases(emulated_exercise(solution_source())) is None
+    assert run_exercise_cases(emulated_exercise(divide_by_count_solution())) is None
 
 
 @pytest.mark.parametrize("mistake, replacement, says", [
@@ -200,7 +189,7 @@ def test_emulated_exercise_solution_passes_the_checks_cases():
     ("(n + threads - 1) / threads", "n / threads", "invalid configuration argument"),  # n = 7: zero blocks
 ])
 def test_emulated_exercise_mistakes_are_caught_by_the_checks_cases(mistake, replacement, says):
-    source = solution_source()
+    source = divide_by_count_solution()
     assert mistake in source
     explanation = run_exercise_cases(emulated_exercise(source.replace(mistake, replacement)))
     assert explanation is not None and says in explanation, explanation
@@ -211,4 +200,4 @@ def test_check_5_1_passes_the_solution_through_the_emulation_where_there_is_no_g
 
     if torch.cuda.is_available():
         pytest.skip("with a GPU, check 5.1 runs the kernel on it (the solution notebook shows that it passes)")
-    assert ch05.check_divide_by_count(solution_source()).passed
+    assert ch05.check_divide_by_count(divide_by_count_solution()).passed

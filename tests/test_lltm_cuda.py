@@ -1,9 +1,7 @@
 """GPU tests of the LLTM CUDA kernels (csrc/lltm/cuda/lltm_cuda.cu): forward and backward of every dtype
 against the CPU kernels, non-contiguous gradients, gradcheck and a training step on the GPU, a non-default
-stream, an empty batch, arguments on two devices, the second GPU.
-
-Skipped without a CUDA GPU; WORKBOOK_CUDA_TESTS_DEVICE=cpu is a dry run of the tests' own logic
-(tests/cuda_device.py).
+stream, an empty batch, arguments on two devices, the second GPU. Skipped without a CUDA GPU (a dry run on
+the CPU checks the tests themselves: tests/cuda_device.py).
 """
 import pytest
 import torch
@@ -12,14 +10,6 @@ from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, n
 from workbook import lltm
 
 pytestmark = MARKS
-
-
-@pytest.fixture(scope="module", autouse=True)
-def extension():
-    lltm.load_extension()
-
-
-# ---- LLTM -------------------------------------------------------------------------------------
 
 LLTM_DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64]
 LLTM_TOLERANCE = {
@@ -30,6 +20,11 @@ LLTM_TOLERANCE = {
 }
 FORWARD_NAMES = ["new_h", "new_cell", "gates", "X"]
 BACKWARD_NAMES = ["d_old_h", "d_input", "d_weights", "d_bias", "d_old_cell"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def extension():
+    lltm.load_extension()
 
 
 def assert_all_close(got, expected, names, tolerance, device=DEVICE):
@@ -123,7 +118,7 @@ def test_lltm_on_a_side_stream_matches_the_default_stream():
 def test_lltm_empty_batch():
     inputs = on_device(lltm.make_inputs(0, 3, 4, dtype=torch.float32))
     outputs = torch.ops.wb_lltm.lltm_forward(*inputs)
-    assert [tuple(t.shape) for t in outputs[:5]] == [(0, 4)] * 5
+    assert [tuple(t.shape) for t in outputs] == [(0, 4), (0, 4), (0, 12), (0, 7)]  # new_h, new_cell, gates, X
     grads = torch.ops.wb_lltm.lltm_backward(torch.zeros(0, 4, device=DEVICE), torch.zeros(0, 4, device=DEVICE),
                                             *outputs[1:], inputs[1])
     assert [tuple(t.shape) for t in grads] == [(0, 4), (0, 3), (12, 7), (12,), (0, 4)]

@@ -6,12 +6,12 @@ and exercise 5.1's check on the GPU.
 Skipped without a CUDA GPU; WORKBOOK_CUDA_TESTS_DEVICE=cpu is a dry run of the tests' own logic
 (tests/cuda_device.py).
 """
-import nbformat
 import pytest
 import torch
 
-from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, needs_two_gpus, side_stream
-from workbook import generate, scatter
+from cuda_device import (DEVICE, MARKS, back_on_current_stream, divide_by_count_solution, needs_real_gpu,
+                         needs_two_gpus, side_stream)
+from workbook import scatter
 from workbook.checking import FAILED, PASSED
 from workbook.exercises import ch05
 
@@ -248,14 +248,6 @@ def test_scatter_on_the_second_gpu_runs_there(name):
 
 # ---- exercise 5.1 on the GPU ---------------------------------------------------------------------
 
-def exercise_source():
-    notebook = nbformat.read(generate.SOLUTIONS / "05_cuda_extensions.ipynb", as_version=4)
-    (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex5-divide-by-count"]
-    namespace = {}
-    exec(cell.source, namespace)
-    return namespace["DIVIDE_BY_COUNT_CU"]
-
-
 @pytest.fixture
 def lenient(monkeypatch):
     monkeypatch.delenv("WORKBOOK_STRICT", raising=False)
@@ -263,7 +255,7 @@ def lenient(monkeypatch):
 
 @needs_real_gpu
 def test_exercise_solution_passes_on_the_gpu(lenient):
-    outcome = ch05.check_divide_by_count(exercise_source())
+    outcome = ch05.check_divide_by_count(divide_by_count_solution())
     assert outcome.status == PASSED, str(outcome)
 
 
@@ -275,7 +267,7 @@ def test_exercise_solution_passes_on_the_gpu(lenient):
     ("(n + threads - 1) / threads", "n / threads", ""),  # too few blocks: the tail stays NaN, or 0 blocks
 ])
 def test_exercise_mistakes_fail_on_the_gpu(lenient, mistake, replacement, says):
-    source = exercise_source()
+    source = divide_by_count_solution()
     assert mistake in source
     outcome = ch05.check_divide_by_count(source.replace(mistake, replacement))
     assert outcome.status == FAILED, str(outcome)
