@@ -264,7 +264,7 @@ def _configured_source(build_dir: Path) -> str | None:
     return found.group(1) if found else None
 
 
-def run_build_step(project: str, step: str, command, *, log_dir, cwd=None, env=None) -> subprocess.CompletedProcess:
+def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> subprocess.CompletedProcess:
     """Run one step of building `project` (a CMake configure or build, a pip install, a setuptools
     build) quietly, with the progress line in a notebook.
 
@@ -272,7 +272,7 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None, env=N
     `log_dir`/<step>_error.log.
     """
     ensure_ninja_on_path()
-    environment = dict(env if env is not None else os.environ, LC_ALL="C")
+    environment = dict(os.environ, LC_ALL="C")  # ASCII messages whatever the learner's locale
     with build_progress.shown(project):
         result = subprocess.run([str(word) for word in command], capture_output=True, text=True,
                                 cwd=cwd or REPO_ROOT, env=environment)

@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
-from .build import BuildError, cmake_build, exclusive, run_build_step, strip_repo  # noqa: F401 (chapters 06-07 use torchscript.BuildError)
+# BuildError and cmake_build are imported here for chapters 06-07 and their tests (torchscript.BuildError).
+from .build import BuildError, cmake_build, exclusive, run_build_step, strip_repo  # noqa: F401
 
 OPS_SOURCE_DIR = CSRC_DIR / "warp_perspective"
 APP_SOURCE_DIR = CSRC_DIR / "example_app"
-OPS_SOURCES = ["csrc/warp_perspective/ops.cpp", "csrc/warp_perspective/cpu/warp_perspective.cpp"]
+OPS_SOURCES = ["csrc/warp_perspective/ops.cpp", "csrc/warp_perspective/cpu/warp_perspective_cpu.cpp"]
 
 # The example program's link variants (targets of csrc/example_app/CMakeLists.txt).
 APP_VARIANTS = {

@@ -1,6 +1,6 @@
 // The schema of the chapter's TorchScript operators: one TORCH_LIBRARY block per namespace.
 //
-// The kernels live elsewhere (cpu/warp_perspective.cpp registers the CPU one), so this file only
+// The kernels live elsewhere (cpu/warp_perspective_cpu.cpp registers the CPU one), so this file only
 // needs torch/library.h and compiles in a few seconds.
 #include <torch/library.h>
 

@@ -28,7 +28,7 @@ setup(
     ext_modules=[
         CppExtension(
             "workbook_warp_perspective",
-            ["ops.cpp", "cpu/warp_perspective.cpp"],
+            ["ops.cpp", "cpu/warp_perspective_cpu.cpp"],
             include_dirs=opencv_include_dirs(),
             libraries=["opencv_core", "opencv_imgproc"],
             # setuptools compiles with -g -O3 by default; without debug information the build is faster.
