@@ -103,6 +103,7 @@ def _case_label(row) -> str:
 def ratios_image(rows: list[dict]):
     """Bars of native / ours per case, sum and max side by side, on a log axis around 1."""
     from matplotlib.figure import Figure
+    from matplotlib.ticker import FuncFormatter
 
     cases = [row for row in rows if row["op"] == "sum"]
     figure = Figure(figsize=(8, 3.4))
@@ -113,6 +114,9 @@ def ratios_image(rows: list[dict]):
                  color=colour, edgecolor="#333333")
     axes.axhline(1, color="#333333", linewidth=1)
     axes.set_yscale("log")
+    as_ratio = FuncFormatter(lambda ratio, _: f"{ratio:g}x")
+    axes.yaxis.set_major_formatter(as_ratio)
+    axes.yaxis.set_minor_formatter(as_ratio)
     axes.set_xticks(range(len(cases)), [_case_label(row) for row in cases], fontsize=8)
     axes.set_ylabel("native time / ours\n(above 1: ours faster)")
     axes.legend(fontsize=8)
