@@ -59,7 +59,8 @@ C10_HOST_DEVICE inline bool beats(acc_t x, acc_t val) {
 // The same for a group that may be empty: x always wins into an empty group (even if it equals the identity).
 template <Reduce R, typename acc_t>
 C10_HOST_DEVICE inline bool wins(acc_t x, acc_t val, bool empty) {
-  return empty || beats<R>(x, val);
+  if (empty) return true;
+  return beats<R>(x, val);
 }
 
 template <typename acc_t>

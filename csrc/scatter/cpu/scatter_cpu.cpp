@@ -155,10 +155,12 @@ inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, 
 constexpr int64_t kChunk = 2048;        // index values checked for order at a time (16 KiB: fits L1)
 constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
 
-// reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o.
+// reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o. A
+// function of its own (noinline), so its loops compile the same wherever reduce_block goes (inlined
+// into reduce_block, the 1-D float32 sum got slower).
 template <typename scalar_t, typename acc_t, Reduce R>
-void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1, acc_t* val,
-                     int64_t* extra, bool fresh) {
+[[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0,
+                                       int64_t j1, acc_t* val, int64_t* extra, bool fresh) {
   const int64_t step = g.is1;
   // An output larger than the caches: ask for the output element of a later position early.
   const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
@@ -203,9 +205,12 @@ void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, in
 
 // Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
 // `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
+// noinline: called once per block of work, its loops then compile the same whichever threading
+// function calls it (inlined into them, the [N, 64] float64 sum and float32 min lost a third).
 template <typename scalar_t, typename acc_t, Reduce R>
-inline void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t j0,
-                         int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
+[[gnu::noinline]] void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o,
+                                    int64_t j0, int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra,
+                                    bool fresh) {
   const scalar_t* s = src + o * g.n * g.inner;
   const int64_t* ix = index + o * g.is0;
   if (g.inner == 1) {  // one element per src row
