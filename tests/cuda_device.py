@@ -9,6 +9,7 @@ CPU kernels are then compared with themselves, which says nothing about CUDA; it
 own logic on a machine without a GPU (which is how they were written). Tests that need two devices or
 the CUDA runtime skip in a dry run.
 """
+
 import contextlib
 import os
 

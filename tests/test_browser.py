@@ -1,6 +1,7 @@
 """`make lab` seen through a real browser: JupyterLab, started with the Makefile's own command line, serves a
 copy of chapter 00 to headless Chromium (Debian's `chromium`, driven by Playwright); a cell runs and its output
 appears on the page, and JupyterLab does not ask about its news feed."""
+
 import json
 import os
 import secrets
@@ -31,20 +32,38 @@ def chromium():
     for name in ("chromium", "chromium-browser"):
         if path := shutil.which(name):
             return path
-    pytest.skip("Chromium is not installed, so JupyterLab cannot be tested in a browser here "
-                "(`make setup` installs Debian's `chromium` where apt-get is available)")
+    pytest.skip(
+        "Chromium is not installed, so JupyterLab cannot be tested in a browser here "
+        "(`make setup` installs Debian's `chromium` where apt-get is available)"
+    )
 
 
 def make_lab_command(notebook_dir, port, token):
     """The command `make lab` runs (without its set-up step), serving `notebook_dir` on `port`."""
     env = {name: value for name, value in os.environ.items() if not name.startswith("MAKE")}
-    recipe = subprocess.run(["make", "--no-print-directory", "-n", "-o", "setup", "lab"], cwd=REPO_ROOT, env=env,
-                            capture_output=True, text=True, check=True, timeout=60).stdout
+    recipe = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-o", "setup", "lab"],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
     words = shlex.split(recipe.replace("\\\n", " "))
     assert words[1:4] == ["-m", "jupyter", "lab"], recipe
     options = [word for word in words[4:] if not word.startswith("--notebook-dir=")]
-    return [sys.executable, "-m", "jupyter", "lab", *options, f"--notebook-dir={notebook_dir}",
-            f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}"]
+    return [
+        sys.executable,
+        "-m",
+        "jupyter",
+        "lab",
+        *options,
+        f"--notebook-dir={notebook_dir}",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--IdentityProvider.token={token}",
+    ]
 
 
 def free_port():
@@ -76,13 +95,19 @@ def lab(tmp_path):
     served = tmp_path / "served"
     served.mkdir()
     port, token = free_port(), secrets.token_hex(16)
-    env = dict(os.environ, JUPYTER_CONFIG_DIR=str(home / "config"), JUPYTER_DATA_DIR=str(home / "data"),
-               JUPYTER_RUNTIME_DIR=str(home / "runtime"), IPYTHONDIR=str(home / "ipython"),
-               PYTHONPATH=str(REPO_ROOT))
+    env = dict(
+        os.environ,
+        JUPYTER_CONFIG_DIR=str(home / "config"),
+        JUPYTER_DATA_DIR=str(home / "data"),
+        JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+        IPYTHONDIR=str(home / "ipython"),
+        PYTHONPATH=str(REPO_ROOT),
+    )
     log = tmp_path / "lab.log"
     with log.open("w") as output:
-        server = subprocess.Popen(make_lab_command(served, port, token), cwd=REPO_ROOT, env=env,
-                                  stdout=output, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            make_lab_command(served, port, token), cwd=REPO_ROOT, env=env, stdout=output, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + SECONDS

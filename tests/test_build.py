@@ -1,4 +1,5 @@
 """The build helper every chapter uses: quiet builds under build/, first errors, stale locks."""
+
 import os
 import time
 
@@ -46,7 +47,9 @@ def test_relative_sources_are_written_under_build_src():
 
 
 def test_failed_build_shows_the_first_compiler_error_with_a_relative_path():
-    source = build.write_if_changed("tests/two_errors.cpp", "int f() { return missing_one; }\nint g() { return missing_two; }\n")
+    source = build.write_if_changed(
+        "tests/two_errors.cpp", "int f() { return missing_one; }\nint g() { return missing_two; }\n"
+    )
     with pytest.raises(build.BuildError) as caught:
         build.load("wb_test_two_errors", [source], is_python_module=False)
     message = str(caught.value)
@@ -73,14 +76,16 @@ def test_stale_lock_is_explained_instead_of_waiting_forever():
 
 
 def test_first_compiler_error_skips_ninja_banner_lines():
-    log = "\n".join([
-        "[1/2] c++ -c x.cpp",
-        "FAILED: x.o",
-        f"{build.REPO_ROOT}/csrc/x.cpp:7:3: error: expected ';' before '}}' token",
-        "    7 |   return 1",
-        "      |           ^",
-        "ninja: build stopped: subcommand failed.",
-    ])
+    log = "\n".join(
+        [
+            "[1/2] c++ -c x.cpp",
+            "FAILED: x.o",
+            f"{build.REPO_ROOT}/csrc/x.cpp:7:3: error: expected ';' before '}}' token",
+            "    7 |   return 1",
+            "      |           ^",
+            "ninja: build stopped: subcommand failed.",
+        ]
+    )
     first = build.first_compiler_error(log)
     assert first.splitlines()[0].strip() == "csrc/x.cpp:7:3: error: expected ';' before '}' token"
     assert len(first.splitlines()) == 3

@@ -5,6 +5,7 @@ chapters: once with a real compile (a C++ file including <regex>, compiled by ni
 `build.run_build_step`, ~1 s) and once warm (ninja has nothing to do). The cold run must have shown the
 line; both runs must store the same outputs; and nbval, as `make test` runs it, must accept the stored
 notebook while the build runs cold again."""
+
 import json
 import shutil
 import subprocess
@@ -17,7 +18,7 @@ import pytest
 
 from workbook import build, build_progress, generate
 
-TINY_CPP = "#include <regex>\nbool matches(const char* text) { return std::regex_match(text, std::regex(\"a+b\")); }\n"
+TINY_CPP = '#include <regex>\nbool matches(const char* text) { return std::regex_match(text, std::regex("a+b")); }\n'
 NINJA_FILE = "rule cxx\n  command = c++ -c $in -o $out\nbuild tiny.o: cxx tiny.cpp\n"
 
 
@@ -33,13 +34,17 @@ class RecordingClient(nbclient.NotebookClient):
 
 
 def build_notebook(project) -> nbformat.NotebookNode:
-    setup = ("from pathlib import Path\n"
-             "from workbook import build, build_progress\n"
-             "build_progress.DELAY_S, build_progress.INTERVAL_S = 0.1, 0.1\n"
-             f"project = Path({str(project)!r})")
-    run = ('print("before the build")\n'
-           'build.run_build_step("tiny", "build", ["ninja", "-C", str(project)], log_dir=project)\n'
-           'print("after the build")')
+    setup = (
+        "from pathlib import Path\n"
+        "from workbook import build, build_progress\n"
+        "build_progress.DELAY_S, build_progress.INTERVAL_S = 0.1, 0.1\n"
+        f"project = Path({str(project)!r})"
+    )
+    run = (
+        'print("before the build")\n'
+        'build.run_build_step("tiny", "build", ["ninja", "-C", str(project)], log_dir=project)\n'
+        'print("after the build")'
+    )
     return nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(setup), nbformat.v4.new_code_cell(run)])
 
 
@@ -69,13 +74,28 @@ def test_a_cold_build_shows_the_line_and_stores_what_a_warm_build_stores(tmp_pat
     assert any(text.startswith("tiny: compiling tiny.cpp … ") for text in shown), shown
     assert shown[-1] == ""  # emptied at the end
     assert stored["cold"] == stored["warm"]
-    assert json.loads(stored["cold"])[1] == [{"name": "stdout", "output_type": "stream",
-                                              "text": "before the build\nafter the build\n"}]
+    assert json.loads(stored["cold"])[1] == [
+        {"name": "stdout", "output_type": "stream", "text": "before the build\nafter the build\n"}
+    ]
 
     (project / "tiny.o").unlink()
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    nbval = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval",
-                            "--nbval-current-env", "warm.ipynb"], cwd=tmp_path, capture_output=True, text=True)
+    nbval = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--nbval",
+            "--nbval-current-env",
+            "warm.ipynb",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
     assert nbval.returncode == 0 and "2 passed" in nbval.stdout, nbval.stdout[-2000:]
     assert (project / "tiny.o").exists()
 
@@ -103,7 +123,8 @@ def test_outside_jupyter_and_a_terminal_nothing_is_printed(capsys, monkeypatch):
 
 def test_the_line_names_each_file_with_its_seconds_and_the_total():
     assert build_progress.describe("wb_scatter", 15.2, [("scatter_cpu.cpp", 12.4), ("scatter.cpp", 3.0)]) == (
-        "wb_scatter: compiling scatter_cpu.cpp … 12 s, scatter.cpp … 3 s (15 s so far)")
+        "wb_scatter: compiling scatter_cpu.cpp … 12 s, scatter.cpp … 3 s (15 s so far)"
+    )
     assert build_progress.describe("wb_scatter", 4.0, []) == "wb_scatter: building … 4 s"
 
 
@@ -117,4 +138,6 @@ def test_generate_drops_an_emptied_display_and_joins_the_streams_it_separated():
     ]
     generate.drop_empty_displays(notebook)
     assert [output.get("text") or output.data["text/plain"] for output in notebook.cells[0].outputs] == [
-        "a\nb\n", "kept"]
+        "a\nb\n",
+        "kept",
+    ]

@@ -1,4 +1,5 @@
 """Chapter 01's checks pass the notebook's own solutions and explain deliberate mistakes."""
+
 import nbformat
 import pytest
 import torch
@@ -67,10 +68,13 @@ def test_gated_unit_that_uses_needs_input_grad_passes():
     assert ch01.check_gated_unit(_gated_unit()).status == PASSED
 
 
-@pytest.mark.parametrize("mistake, named", [
-    ({"compute_g_always": True}, "needs_input_grad[1]"),
-    ({"compute_x_always": True}, "needs_input_grad[0]"),
-])
+@pytest.mark.parametrize(
+    "mistake, named",
+    [
+        ({"compute_g_always": True}, "needs_input_grad[1]"),
+        ({"compute_x_always": True}, "needs_input_grad[0]"),
+    ],
+)
 def test_gated_unit_that_ignores_needs_input_grad_fails(mistake, named):
     outcome = ch01.check_gated_unit(_gated_unit(**mistake))
     assert outcome.status == FAILED and named in outcome.explanation, str(outcome)

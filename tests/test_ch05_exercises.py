@@ -1,6 +1,7 @@
 """Chapter 05's exercise checks 5.2 and 5.3 (pure Python) pass on the solutions, say "not attempted" on the
 stubs, and explain plausible wrong answers; the interleaving model itself behaves as documented.
 (5.1 runs in the CPU emulation: tests/test_cuda_emulated.py.)"""
+
 import pytest
 
 from workbook import checking, interleaving
@@ -18,6 +19,7 @@ def status(outcome):
 
 # ---- 5.2 a 2-D launch -------------------------------------------------------------------------------
 
+
 def grid_for(rows, cols, block):
     return -(-cols // block[0]), -(-rows // block[1])
 
@@ -34,21 +36,28 @@ def test_launch_2d_stub_is_not_attempted():
     assert ch05.check_launch_2d(stub, stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("grid, element, says", [
-    (lambda rows, cols, block: (cols // block[0], rows // block[1]), thread_element, "no thread handles element"),
-    (lambda rows, cols, block: (cols // block[0] + 1, rows // block[1] + 1), thread_element, "blocks would do"),
-    # rows along x: every element once, but a warp strides down a column
-    (lambda rows, cols, block: (-(-rows // block[0]), -(-cols // block[1])),
-     lambda b, t, block: (b[0] * block[0] + t[0], b[1] * block[1] + t[1]), "neighbouring columns"),
-    (grid_for, lambda b, t, block: (b[1] * block[1] + t[1], b[0] * block[1] + t[0]), "more than one thread"),
-    (lambda rows, cols, block: [-(-cols // block[0]), -(-rows // block[1])], thread_element, "a pair of ints"),
-])
+@pytest.mark.parametrize(
+    "grid, element, says",
+    [
+        (lambda rows, cols, block: (cols // block[0], rows // block[1]), thread_element, "no thread handles element"),
+        (lambda rows, cols, block: (cols // block[0] + 1, rows // block[1] + 1), thread_element, "blocks would do"),
+        # rows along x: every element once, but a warp strides down a column
+        (
+            lambda rows, cols, block: (-(-rows // block[0]), -(-cols // block[1])),
+            lambda b, t, block: (b[0] * block[0] + t[0], b[1] * block[1] + t[1]),
+            "neighbouring columns",
+        ),
+        (grid_for, lambda b, t, block: (b[1] * block[1] + t[1], b[0] * block[1] + t[0]), "more than one thread"),
+        (lambda rows, cols, block: [-(-cols // block[0]), -(-rows // block[1])], thread_element, "a pair of ints"),
+    ],
+)
 def test_launch_2d_explains_wrong_answers(grid, element, says):
     outcome = ch05.check_launch_2d(grid, element)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
 
 
 # ---- 5.3 scatter_max's passes under interleavings -------------------------------------------------
+
 
 def max_pass(e, src, index, out):
     yield atomic_max(out, index[e], src[e])
@@ -94,13 +103,16 @@ def test_scatter_max_passes_stub_is_not_attempted():
     assert ch05.check_scatter_max_passes(stub, stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("first, second, says", [
-    (max_by_load_and_store, arg_pass, "the values are"),
-    (max_pass, arg_by_store, "the argindex is"),
-    (max_pass, arg_by_load_and_store, "the argindex is"),
-    (max_pass, arg_of_every_element, "the argindex is"),
-    (plain_max, arg_pass, "should be a thread"),
-])
+@pytest.mark.parametrize(
+    "first, second, says",
+    [
+        (max_by_load_and_store, arg_pass, "the values are"),
+        (max_pass, arg_by_store, "the argindex is"),
+        (max_pass, arg_by_load_and_store, "the argindex is"),
+        (max_pass, arg_of_every_element, "the argindex is"),
+        (plain_max, arg_pass, "should be a thread"),
+    ],
+)
 def test_scatter_max_passes_explain_wrong_answers(first, second, says):
     outcome = ch05.check_scatter_max_passes(first, second)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)

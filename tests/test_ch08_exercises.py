@@ -1,5 +1,6 @@
 """Chapter 08's exercise checks pass on the solutions, say "not attempted" on the stubs, and explain
 plausible wrong answers."""
+
 import pytest
 import torch
 from torch.export import Dim
@@ -22,6 +23,7 @@ def status(outcome):
 
 
 # ---- 8.1 a fake kernel with a dynamic size ----------------------------------------------------------
+
 
 def fake_solution(src, index):
     rows = torch.library.get_ctx().new_dynamic_size()
@@ -52,18 +54,22 @@ def test_dynamic_fake_stub_is_not_attempted():
     assert ch08.check_dynamic_fake(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (fake_one_row_per_entry, "Shapes"),
-    (fake_reads_values, "new_dynamic_size"),
-    (fake_drops_trailing_dims, "Shapes"),
-    (fake_wrong_dtype, "Dtypes"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (fake_one_row_per_entry, "Shapes"),
+        (fake_reads_values, "new_dynamic_size"),
+        (fake_drops_trailing_dims, "Shapes"),
+        (fake_wrong_dtype, "Dtypes"),
+    ],
+)
 def test_dynamic_fake_explains_wrong_answers(wrong, says):
     outcome = ch08.check_dynamic_fake(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
 
 
 # ---- 8.2 autograd for segment_sum --------------------------------------------------------------------
+
 
 def save_index(ctx, inputs, output):
     ctx.save_for_backward(inputs[1])
@@ -101,6 +107,7 @@ def test_autograd_explains_wrong_answers(wrong):
 
 
 # ---- 8.3 remove a graph break ------------------------------------------------------------------------
+
 
 def aggregate_solution(x, edge_index):
     source, target = edge_index[0], edge_index[1]
@@ -141,17 +148,21 @@ def test_no_graph_break_stub_is_not_attempted(ops):
     assert ch08.check_no_graph_break(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (aggregate_with_break, "graph break"),
-    (aggregate_divides_by_zero, "wrong at index"),
-    (aggregate_sized_by_edges, "rows for a graph of 7 nodes"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (aggregate_with_break, "graph break"),
+        (aggregate_divides_by_zero, "wrong at index"),
+        (aggregate_sized_by_edges, "rows for a graph of 7 nodes"),
+    ],
+)
 def test_no_graph_break_explains_wrong_answers(ops, wrong, says):
     outcome = ch08.check_no_graph_break(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
 
 
 # ---- 8.4 export the message-passing layer ------------------------------------------------------------
+
 
 def export_solution(layer, x, edge_index):
     return torch.export.export(layer, (x, edge_index), dynamic_shapes={"x": None, "edge_index": {1: Dim("edges")}})
@@ -178,11 +189,14 @@ def test_export_stub_is_not_attempted(ops):
     assert ch08.check_export(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (export_static, "refused a graph of 6 nodes and 25 edges"),
-    (export_nodes_dynamic_too, "keep x's size static"),
-    (export_something_else, "calls no wb_scatter op"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (export_static, "refused a graph of 6 nodes and 25 edges"),
+        (export_nodes_dynamic_too, "keep x's size static"),
+        (export_something_else, "calls no wb_scatter op"),
+    ],
+)
 def test_export_explains_wrong_answers(ops, wrong, says):
     outcome = ch08.check_export(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)

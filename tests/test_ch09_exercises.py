@@ -1,5 +1,6 @@
 """Chapter 09's exercise checks pass on the solutions, say "not attempted" on the stubs, and explain
 plausible wrong answers."""
+
 import pytest
 import torch
 from torch.utils import benchmark
@@ -22,6 +23,7 @@ def assert_fails_saying(outcome, says):
 
 # ---- 9.1 find and fix a slow loop --------------------------------------------------------------------
 
+
 def group_means_solution(values, groups, num_groups):
     sums = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, groups, values)
     counts = torch.bincount(groups, minlength=num_groups).clamp(min=1)
@@ -43,8 +45,9 @@ def group_means_including_the_zeros(values, groups, num_groups):  # include_self
 
 
 def group_means_comprehension(values, groups, num_groups):  # one masked mean per group, in a comprehension
-    return torch.stack([values[groups == g].mean() if (groups == g).any() else values.new_zeros(())
-                        for g in range(num_groups)])
+    return torch.stack(
+        [values[groups == g].mean() if (groups == g).any() else values.new_zeros(()) for g in range(num_groups)]
+    )
 
 
 def group_means_python_sums(values, groups, num_groups):  # the loop moved into plain Python lists
@@ -63,19 +66,23 @@ def test_group_means_stub_is_not_attempted():
     assert ch09.check_group_means(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (group_means_without_minlength, "has shape (6,), expected (8,)"),
-    (group_means_dividing_by_zero, "expected 0, got nan"),
-    (group_means_including_the_zeros, "group_means for 50 torch.float32 values in 8 groups is wrong at index (0,)"),
-    (ch09.group_means_slow, "it still loops in Python"),
-    (group_means_comprehension, "it still loops in Python"),
-    (group_means_python_sums, "it still loops in Python"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (group_means_without_minlength, "has shape (6,), expected (8,)"),
+        (group_means_dividing_by_zero, "expected 0, got nan"),
+        (group_means_including_the_zeros, "group_means for 50 torch.float32 values in 8 groups is wrong at index (0,)"),
+        (ch09.group_means_slow, "it still loops in Python"),
+        (group_means_comprehension, "it still loops in Python"),
+        (group_means_python_sums, "it still loops in Python"),
+    ],
+)
 def test_group_means_explains_wrong_answers(wrong, says):
     assert_fails_saying(ch09.check_group_means(wrong), says)
 
 
 # ---- 9.2 measure a claim properly --------------------------------------------------------------------
+
 
 def best_measurement(statement, env, threads, min_run_time=0.02):
     return benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange(min_run_time=min_run_time)
@@ -97,8 +104,10 @@ def speedup_default_threads(ours, baseline, env, threads, rounds):  # Timer's de
 
 
 def speedup_one_after_the_other(ours, baseline, env, threads, rounds):  # all rounds of ours, then of baseline
-    best = {s: min((best_measurement(s, env, threads) for _ in range(rounds)), key=lambda m: m.median)
-            for s in (ours, baseline)}
+    best = {
+        s: min((best_measurement(s, env, threads) for _ in range(rounds)), key=lambda m: m.median)
+        for s in (ours, baseline)
+    }
     return best[baseline].median / best[ours].median, best[ours], best[baseline]
 
 
@@ -131,19 +140,23 @@ def test_speedup_stub_is_not_attempted():
     assert ch09.check_speedup(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (speedup_default_threads, "ran with 1 thread(s), but threads=3 was asked for"),
-    (speedup_one_after_the_other, "ran in 2 stretch(es) (ours → baseline)"),
-    (speedup_inverted, "the ratio should be baseline's median / ours' median"),
-    (speedup_swapped, "the ours measurement timed 'baseline_step()'"),
-    (speedup_with_perf_counter, "should be a torch.utils.benchmark Measurement"),
-    (lambda *args: 2.0, "should return a tuple (ratio, ours_measurement, baseline_measurement)"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (speedup_default_threads, "ran with 1 thread(s), but threads=3 was asked for"),
+        (speedup_one_after_the_other, "ran in 2 stretch(es) (ours → baseline)"),
+        (speedup_inverted, "the ratio should be baseline's median / ours' median"),
+        (speedup_swapped, "the ours measurement timed 'baseline_step()'"),
+        (speedup_with_perf_counter, "should be a torch.utils.benchmark Measurement"),
+        (lambda *args: 2.0, "should return a tuple (ratio, ours_measurement, baseline_measurement)"),
+    ],
+)
 def test_speedup_explains_wrong_answers(wrong, says):
     assert_fails_saying(ch09.check_speedup(wrong), says)
 
 
 # ---- 9.3 choose headers to cut a build's time ---------------------------------------------------------
+
 
 def minimal_headers_solution():
     return ["ATen/core/Tensor.h", "ATen/ops/clamp_min.h", "torch/library.h"]
@@ -157,13 +170,19 @@ def test_minimal_headers_stub_is_not_attempted():
     assert ch09.check_minimal_headers(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (["torch/extension.h"], "Drop umbrella headers"),  # compiles, but reads twice the lines it needs
-    (["ATen/core/Tensor.h", "torch/library.h"], "'clamp_min' is not a member of 'at'"),  # the function's header
-    (["ATen/core/Tensor.h", "ATen/ops/clamp_min.h"], "(line 9: TORCH_LIBRARY_FRAGMENT(wb_ch09_headers, m)"),  # the registration's header
-    (["ATen/core/tensor.h", "torch/library.h"], "cannot read these headers: positive_twice.cpp:1:10: fatal error"),
-    (["#include <torch/library.h>"], "without #include"),
-    ("torch/library.h", "a non-empty list of header names"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (["torch/extension.h"], "Drop umbrella headers"),  # compiles, but reads twice the lines it needs
+        (["ATen/core/Tensor.h", "torch/library.h"], "'clamp_min' is not a member of 'at'"),  # the function's header
+        (
+            ["ATen/core/Tensor.h", "ATen/ops/clamp_min.h"],
+            "(line 9: TORCH_LIBRARY_FRAGMENT(wb_ch09_headers, m)",
+        ),  # the registration's header
+        (["ATen/core/tensor.h", "torch/library.h"], "cannot read these headers: positive_twice.cpp:1:10: fatal error"),
+        (["#include <torch/library.h>"], "without #include"),
+        ("torch/library.h", "a non-empty list of header names"),
+    ],
+)
 def test_minimal_headers_explain_wrong_answers(wrong, says):
     assert_fails_saying(ch09.check_minimal_headers(lambda: wrong), says)

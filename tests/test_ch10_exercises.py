@@ -1,5 +1,6 @@
 """Chapter 10's exercise checks pass on the solutions, say "not attempted" on the stubs, and explain
 plausible wrong answers."""
+
 import pytest
 import torch
 
@@ -16,6 +17,7 @@ def status(outcome):
 
 
 # ---- 10.1 read the message, name the cause ------------------------------------------------------------
+
 
 def diagnose_solution(message):
     clues = [
@@ -65,12 +67,15 @@ def test_diagnose_stub_is_not_attempted():
     assert ch10.check_diagnose(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (diagnose_by_shared_words, "is not caused by 'wrong library path'"),
-    (diagnose_every_import_error_as_order, "undefined symbol"),
-    (diagnose_schema_as_fake, "Could not find schema"),
-    (diagnose_free_text, "one of the keys of CAUSES"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (diagnose_by_shared_words, "is not caused by 'wrong library path'"),
+        (diagnose_every_import_error_as_order, "undefined symbol"),
+        (diagnose_schema_as_fake, "Could not find schema"),
+        (diagnose_free_text, "one of the keys of CAUSES"),
+    ],
+)
 def test_diagnose_explains_wrong_answers(wrong, says):
     outcome = ch10.check_diagnose(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
@@ -81,6 +86,7 @@ def test_every_cause_is_asked_about():
 
 
 # ---- 10.2 the missing fake kernel ---------------------------------------------------------------------
+
 
 def fake_solution(a, b):
     return a.new_empty((a.shape[0], b.shape[0]))
@@ -110,12 +116,15 @@ def test_fake_kernel_stub_is_not_attempted():
     assert ch10.check_fake_kernel(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (fake_like_a, "Shapes"),
-    (fake_transposed, "Shapes"),
-    (fake_always_float32, "Dtypes"),
-    (fake_reads_values, "your code raised"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (fake_like_a, "Shapes"),
+        (fake_transposed, "Shapes"),
+        (fake_always_float32, "Dtypes"),
+        (fake_reads_values, "your code raised"),
+    ],
+)
 def test_fake_kernel_explains_wrong_answers(wrong, says):
     outcome = ch10.check_fake_kernel(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
@@ -128,6 +137,7 @@ def test_pairwise_distance_op_names_bad_shapes():
 
 
 # ---- 10.3 a gradient that was silently None ----------------------------------------------------------
+
 
 def save_both(ctx, inputs, output):
     ctx.save_for_backward(*inputs)
@@ -167,12 +177,15 @@ def test_autograd_stub_is_not_attempted():
     assert ch10.check_scale_rows_autograd(save_both, stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (backward_x_only, "gradient of weight is None"),
-    (backward_summed_over_rows, "your code raised"),
-    (backward_swapped, "your code raised"),
-    (backward_broadcast_along_columns, "your code raised"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (backward_x_only, "gradient of weight is None"),
+        (backward_summed_over_rows, "your code raised"),
+        (backward_swapped, "your code raised"),
+        (backward_broadcast_along_columns, "your code raised"),
+    ],
+)
 def test_autograd_explains_wrong_answers(wrong, says):
     outcome = ch10.check_scale_rows_autograd(save_both, wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
@@ -187,6 +200,7 @@ def test_scale_rows_without_autograd_leaves_the_gradient_none():
 
 
 # ---- the gallery's helpers ----------------------------------------------------------------------------
+
 
 def test_child_errors_are_sanitised_and_summarised():
     result = troubleshooting.run_python("import torch; torch.ops.load_library('no/such/library.so')")

@@ -1,9 +1,20 @@
 """The exercise machinery: outcomes, strict mode, and plain-words tensor comparisons."""
+
 import pytest
 import torch
 
-from workbook.checking import (ExerciseFailed, Mistake, Skip, exercise, expect_close, raise_if_not_attempted, FAILED,
-                               NOT_ATTEMPTED, PASSED, SKIPPED)
+from workbook.checking import (
+    FAILED,
+    NOT_ATTEMPTED,
+    PASSED,
+    SKIPPED,
+    ExerciseFailed,
+    Mistake,
+    Skip,
+    exercise,
+    expect_close,
+    raise_if_not_attempted,
+)
 
 
 @exercise("9.9 demo")
@@ -24,13 +35,16 @@ def crashes():
     return {}["missing"]
 
 
-@pytest.mark.parametrize("function, status", [
-    (lambda: 1, PASSED),
-    (lambda: 2, FAILED),
-    (not_attempted_python, NOT_ATTEMPTED),
-    (not_attempted_cpp, NOT_ATTEMPTED),
-    (crashes, FAILED),
-])
+@pytest.mark.parametrize(
+    "function, status",
+    [
+        (lambda: 1, PASSED),
+        (lambda: 2, FAILED),
+        (not_attempted_python, NOT_ATTEMPTED),
+        (not_attempted_cpp, NOT_ATTEMPTED),
+        (crashes, FAILED),
+    ],
+)
 def test_outcome_status(function, status, monkeypatch):
     monkeypatch.delenv("WORKBOOK_STRICT", raising=False)
     assert check_returns_one(function).status == status

@@ -1,4 +1,5 @@
 """Chapter 08's path end to end: compile without graph breaks, export, AOTInductor, the C++ program."""
+
 import pytest
 import torch
 from torch.export import Dim
@@ -36,8 +37,9 @@ def cell():
 def cell_package(cell):
     """The LLTM cell exported with a dynamic batch and compiled by AOTInductor (the notebook's package)."""
     batch = Dim("batch")
-    exported = torch.export.export(cell, tuple(cell_inputs(8)),
-                                   dynamic_shapes={"input": {0: batch}, "old_h": {0: batch}, "old_cell": {0: batch}})
+    exported = torch.export.export(
+        cell, tuple(cell_inputs(8)), dynamic_shapes={"input": {0: batch}, "old_h": {0: batch}, "old_cell": {0: batch}}
+    )
     return successor.package(exported, "lltm_cell")  # the notebook's package: the same program, compiled once
 
 
@@ -94,12 +96,16 @@ def test_cpp_program_explains_bad_arguments(cell_package, tmp_path):
 
     not_tensors = tmp_path / "inputs.pt"
     torch.save([torch.ones(2), 3], not_tensors)
-    run = subprocess.run([app, str(cell_package), str(not_tensors), str(tmp_path / "out.pt")],
-                         capture_output=True, text=True)
+    run = subprocess.run(
+        [app, str(cell_package), str(not_tensors), str(tmp_path / "out.pt")], capture_output=True, text=True
+    )
     assert run.returncode == 1 and "INPUTS must hold only tensors" in run.stderr
 
-    missing = subprocess.run([app, str(cell_package), str(not_tensors), str(tmp_path / "out.pt"),
-                              str(tmp_path / "no_such_library.so")], capture_output=True, text=True)
+    missing = subprocess.run(
+        [app, str(cell_package), str(not_tensors), str(tmp_path / "out.pt"), str(tmp_path / "no_such_library.so")],
+        capture_output=True,
+        text=True,
+    )
     assert missing.returncode == 1 and "dlopen failed" in missing.stderr
 
 

@@ -1,5 +1,6 @@
 """workbook.compile_times: per-translation-unit compile times from ninja logs (synthetic logs here), and the
 cached cold compile cost of a source (a fake compiler here, and one trivial real compile)."""
+
 import json
 import stat
 
@@ -33,11 +34,17 @@ def test_latest_and_slowest_build_of_each_output(tmp_path):
 
 def test_collect_sorts_translation_units_slowest_first_across_folders(tmp_path):
     write_log(tmp_path / "a", LOG)
-    write_log(tmp_path / "cmake" / "b", "# ninja log v6\n0\t40000\t1\tCMakeFiles/x.dir/ops.cpp.o\tff\n"
-                                        f"5\t6\t1\t{tmp_path}/cmake/b/sub/setup.o\tee\n")
+    write_log(
+        tmp_path / "cmake" / "b",
+        f"# ninja log v6\n0\t40000\t1\tCMakeFiles/x.dir/ops.cpp.o\tff\n5\t6\t1\t{tmp_path}/cmake/b/sub/setup.o\tee\n",
+    )
     steps = compile_times.collect([tmp_path])
     assert [(step.build_folder.name, step.output) for step in steps] == [
-        ("b", "CMakeFiles/x.dir/ops.cpp.o"), ("a", "scatter.o"), ("a", "scatter_cpu.o"), ("b", "sub/setup.o")]
+        ("b", "CMakeFiles/x.dir/ops.cpp.o"),
+        ("a", "scatter.o"),
+        ("a", "scatter_cpu.o"),
+        ("b", "sub/setup.o"),
+    ]
     assert "wb_scatter.so" in {step.output for step in compile_times.collect([tmp_path], links=True)}
 
 
@@ -100,8 +107,9 @@ def test_measured_once_then_read_from_the_cache(tmp_path, fake_compiler):
 def test_remeasure_compiles_again(tmp_path, fake_compiler):
     cache = tmp_path / "costs.json"
     compile_times.header_cost("int x;", compiler=fake_compiler(), flags=[], cache_file=cache)
-    assert compile_times.header_cost("int x;", compiler=fake_compiler(), flags=[], cache_file=cache,
-                                     remeasure=True).measured_now
+    assert compile_times.header_cost(
+        "int x;", compiler=fake_compiler(), flags=[], cache_file=cache, remeasure=True
+    ).measured_now
     assert len(compiles(tmp_path)) == 2
 
 
@@ -110,8 +118,13 @@ def test_a_different_key_is_measured_anew(tmp_path, fake_compiler, change):
     cache = tmp_path / "costs.json"
     compile_times.header_cost("int x;", compiler=fake_compiler(), flags=["-O0"], cache_file=cache)
     arguments = {"source": "int x;", "compiler": fake_compiler(), "flags": ["-O0"]}
-    arguments.update({"source": {"source": "int y;"}, "flags": {"flags": ["-O2"]},
-                      "compiler version": {"compiler": fake_compiler("2.0")}}[change])
+    arguments.update(
+        {
+            "source": {"source": "int y;"},
+            "flags": {"flags": ["-O2"]},
+            "compiler version": {"compiler": fake_compiler("2.0")},
+        }[change]
+    )
     source = arguments.pop("source")
     assert compile_times.header_cost(source, cache_file=cache, **arguments).measured_now
     assert len(json.loads(cache.read_text())) == 2
@@ -125,17 +138,24 @@ def test_a_failing_compile_names_the_first_error_and_caches_nothing(tmp_path, fa
 
 
 def test_a_real_compile_of_a_trivial_source(tmp_path):
-    cost = compile_times.header_cost("#include <cstddef>\nstd::size_t answer() { return 42; }\n",
-                                     flags=["-std=c++20"], cache_file=tmp_path / "costs.json")
+    cost = compile_times.header_cost(
+        "#include <cstddef>\nstd::size_t answer() { return 42; }\n",
+        flags=["-std=c++20"],
+        cache_file=tmp_path / "costs.json",
+    )
     assert cost.measured_now and cost.seconds > 0 and cost.lines > 10
 
 
 def test_header_costs_compile_the_tiny_op_after_each_include_set(monkeypatch):
     sources = []
-    monkeypatch.setattr(compile_times, "header_cost",
-                        lambda source, remeasure: sources.append((source, remeasure)) or len(sources))
-    costs = compile_times.header_costs({"lean": ["ATen/core/Tensor.h", "torch/library.h"], "full": ["torch/all.h"]},
-                                       remeasure=True)
+    monkeypatch.setattr(
+        compile_times, "header_cost", lambda source, remeasure: sources.append((source, remeasure)) or len(sources)
+    )
+    costs = compile_times.header_costs(
+        {"lean": ["ATen/core/Tensor.h", "torch/library.h"], "full": ["torch/all.h"]}, remeasure=True
+    )
     assert costs == {"lean": 1, "full": 2}
-    assert sources == [("#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n" + compile_times.TINY_OP, True),
-                       ("#include <torch/all.h>\n" + compile_times.TINY_OP, True)]
+    assert sources == [
+        ("#include <ATen/core/Tensor.h>\n#include <torch/library.h>\n" + compile_times.TINY_OP, True),
+        ("#include <torch/all.h>\n" + compile_times.TINY_OP, True),
+    ]

@@ -1,13 +1,15 @@
 """csrc/README.md, the map of every op's parts, against the tree: every path it names exists, and every op
 library and op that a TORCH_LIBRARY block under csrc/ defines is on it."""
+
 import re
 
 from workbook import CSRC_DIR, REPO_ROOT
 
 MAP = CSRC_DIR / "README.md"
 # A TORCH_LIBRARY block: on one line, or up to the first line that is a closing brace.
-_LIBRARY_BLOCK = re.compile(r"^(?:STABLE_)?TORCH_LIBRARY\((\w+),\s*m\)\s*\{(?:([^\n]*)\}\s*$|(.*?)^\})",
-                            re.MULTILINE | re.DOTALL)
+_LIBRARY_BLOCK = re.compile(
+    r"^(?:STABLE_)?TORCH_LIBRARY\((\w+),\s*m\)\s*\{(?:([^\n]*)\}\s*$|(.*?)^\})", re.MULTILINE | re.DOTALL
+)
 _DEFINED = re.compile(r'm\.(?:def|class_<\w+>)\(\s*"(\w+)')
 
 
@@ -40,9 +42,19 @@ def test_every_path_on_the_map_exists():
 
 def test_every_op_library_and_op_under_csrc_is_on_the_map():
     ops = defined_ops()
-    assert {namespace for namespace, _ in ops} >= {"wb_scatter", "wb_scatter_stable", "wb_lltm", "wb_setup_check",
-                                                  "wb_bench", "workbook_cv", "workbook_classes"}
+    assert {namespace for namespace, _ in ops} >= {
+        "wb_scatter",
+        "wb_scatter_stable",
+        "wb_lltm",
+        "wb_setup_check",
+        "wb_bench",
+        "workbook_cv",
+        "workbook_classes",
+    }
     text = MAP.read_text()
-    absent = sorted(f"{namespace}::{name}" for namespace, name in ops
-                    if f"`{namespace}::" not in text or not re.search(rf"\b{name}\b", text))
+    absent = sorted(
+        f"{namespace}::{name}"
+        for namespace, name in ops
+        if f"`{namespace}::" not in text or not re.search(rf"\b{name}\b", text)
+    )
     assert not absent, f"defined under csrc/ but not on csrc/README.md's map: {absent}"

@@ -5,6 +5,7 @@ type error in any kernel fails its test here, on a machine without a GPU. Result
 build/cuda_check/, so a rerun with unchanged sources costs seconds, not minutes. Skipped only where
 nvcc is absent.
 """
+
 import os
 import subprocess
 import sys
@@ -64,9 +65,14 @@ def test_a_syntax_error_fails_with_the_file_and_line(tmp_path):
 
 @needs_nvcc
 def test_a_host_function_called_from_a_kernel_fails(tmp_path):
-    source = _write(tmp_path, "host_call.cu", (
-        "float twice(float v) { return 2 * v; }\n"
-        "__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"))
+    source = _write(
+        tmp_path,
+        "host_call.cu",
+        (
+            "float twice(float v) { return 2 * v; }\n"
+            "__global__ void k(float* x) { x[threadIdx.x] = twice(x[threadIdx.x]); }\n"
+        ),
+    )
     result = cuda_check.compile_check(source, cache_dir=tmp_path / "cache")
     assert result.status == cuda_check.FAILED
     assert "calling a __host__ function" in result.first_error and "host_call.cu(2)" in result.first_error
@@ -120,9 +126,16 @@ def test_the_command_line_reports_and_fails_on_a_broken_kernel(tmp_path):
     good = _write(tmp_path, "good.cu", "__global__ void k(float* x) { x[threadIdx.x] = 0; }\n")
     bad = _write(tmp_path, "bad.cu", "__global__ void k(float* x) { x[threadIdx.x] = y; }\n")
     environment = dict(os.environ, PYTHONPATH=str(REPO_ROOT))
-    run = lambda *files: subprocess.run([sys.executable, "-m", "workbook.cuda_check", "--cache-dir",
-                                         str(tmp_path / "cache"), *map(str, files)],
-                                        capture_output=True, text=True, cwd=tmp_path, env=environment)
+
+    def run(*files):
+        return subprocess.run(
+            [sys.executable, "-m", "workbook.cuda_check", "--cache-dir", str(tmp_path / "cache"), *map(str, files)],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env=environment,
+        )
+
     ok = run(good)
     assert ok.returncode == 0 and "good.cu: compiles" in ok.stdout
     failed = run(good, bad)
@@ -138,11 +151,13 @@ def test_without_nvcc_the_check_is_skipped_with_the_reason(monkeypatch):
 
 
 def test_first_error_keeps_the_source_excerpt():
-    log = ("a.cu(5): error: identifier \"y\" is undefined\n"
-           "    if (i < n) x[i] = a * y[i];\n"
-           "                          ^\n"
-           "\n"
-           "a.cu(9): error: something else\n")
+    log = (
+        'a.cu(5): error: identifier "y" is undefined\n'
+        "    if (i < n) x[i] = a * y[i];\n"
+        "                          ^\n"
+        "\n"
+        "a.cu(9): error: something else\n"
+    )
     assert cuda_check.first_nvcc_error(log).splitlines() == [
         '    a.cu(5): error: identifier "y" is undefined',
         "        if (i < n) x[i] = a * y[i];",
@@ -151,6 +166,7 @@ def test_first_error_keeps_the_source_excerpt():
 
 
 # --- exercise 5.1: compile-checked here, and run (on a GPU, or else in the CPU emulation) --------
+
 
 def exercise_source():
     """The solution's CUDA source string from chapter 05's exercise cell."""

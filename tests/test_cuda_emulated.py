@@ -8,10 +8,11 @@ wb_scatter_emu). See csrc/cuda_emulation/README.md for what this can and cannot 
 arithmetic, grid sizes, tie/NaN rules and dispatch mistakes; races and real atomics need a GPU
 (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py).
 """
+
 import pytest
 import torch
-
 from cuda_device import divide_by_count_solution
+
 from workbook import cuda_emulation, lltm, scatter
 from workbook.cuda_emulation import rewrite_launches
 
@@ -33,13 +34,18 @@ def scatter_ops():
 def test_rewrite_launches():
     text = "  f();\n    k<T, 2><<<blocks(n), 256, 0, s>>>(a, g(b, c),\n        d);\n  C();\n"
     assert rewrite_launches(text) == (
-        "  f();\n    ::wb_emulation::launch(blocks(n), 256, 0, s, [&] { k<T, 2>(a, g(b, c),\n        d); });\n  C();\n")
+        "  f();\n    ::wb_emulation::launch(blocks(n), 256, 0, s, [&] { k<T, 2>(a, g(b, c),\n        d); });\n  C();\n"
+    )
 
 
 # ---- LLTM ---------------------------------------------------------------------------------------
 
-TOLERANCE = {torch.float16: dict(rtol=1e-2, atol=1e-2), torch.bfloat16: dict(rtol=5e-2, atol=5e-2),
-             torch.float32: dict(rtol=1e-5, atol=1e-6), torch.float64: dict(rtol=1e-12, atol=1e-12)}
+TOLERANCE = {
+    torch.float16: dict(rtol=1e-2, atol=1e-2),
+    torch.bfloat16: dict(rtol=5e-2, atol=5e-2),
+    torch.float32: dict(rtol=1e-5, atol=1e-6),
+    torch.float64: dict(rtol=1e-12, atol=1e-12),
+}
 
 
 @pytest.mark.parametrize("dtype", list(TOLERANCE), ids=str)
@@ -60,8 +66,17 @@ def test_emulated_lltm_kernels_match_the_cpu_kernels(lltm_ops, dtype, batch_size
 
 # ---- scatter ------------------------------------------------------------------------------------
 
-DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-          torch.float16, torch.bfloat16, torch.float32, torch.float64]
+DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
 REDUCE = ["sum", "mean", "min", "max"]
 
 
@@ -96,8 +111,10 @@ def run(namespace, src, index, dim, out, dim_size, reduce):
 
 def both(scatter_ops, src, index, dim, out, dim_size, reduce):
     """(emulated CUDA kernel's result, CPU kernel's result)."""
-    return (run(scatter_ops, src, index, dim, out, dim_size, reduce),
-            run(torch.ops.wb_scatter, src, index, dim, out, dim_size, reduce))
+    return (
+        run(scatter_ops, src, index, dim, out, dim_size, reduce),
+        run(torch.ops.wb_scatter, src, index, dim, out, dim_size, reduce),
+    )
 
 
 @pytest.mark.parametrize("dtype", DTYPES, ids=str)
@@ -115,20 +132,42 @@ def test_emulated_scatter_kernel_on_special_inputs(scatter_ops, reduce):
     nan = float("nan")
     cases = {
         "ties": (torch.full((2, 30), 3.0), torch.arange(30).remainder(4).expand(2, 30).contiguous(), 1, None, 5),
-        "NaN": (torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
-                0, None, 4),
-        "NaN out=": (torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]), torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
-                     0, torch.tensor([nan, 0.0, 9.0, -9.0]), None),
-        "broadcast index": (integer_valued((30, 4), torch.float32, 6),
-                            torch.randint(0, 5, (30,), generator=torch.Generator().manual_seed(7))
-                            .view(30, 1).expand(30, 4), 0, None, None),
-        "long column": (integer_valued((70_000,), torch.float32, 8),
-                        torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)), 0, None, None),
+        "NaN": (
+            torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]),
+            torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
+            0,
+            None,
+            4,
+        ),
+        "NaN out=": (
+            torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan]),
+            torch.tensor([0, 0, 0, 1, 1, 1, 2, 2]),
+            0,
+            torch.tensor([nan, 0.0, 9.0, -9.0]),
+            None,
+        ),
+        "broadcast index": (
+            integer_valued((30, 4), torch.float32, 6),
+            torch.randint(0, 5, (30,), generator=torch.Generator().manual_seed(7)).view(30, 1).expand(30, 4),
+            0,
+            None,
+            None,
+        ),
+        "long column": (
+            integer_valued((70_000,), torch.float32, 8),
+            torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)),
+            0,
+            None,
+            None,
+        ),
         # NaN propagates, argindex at the first NaN: the CPU kernel splits this column between threads.
-        "NaN in a long column": (integer_valued((70_000,), torch.float32, 8).index_fill_(
-                                     0, torch.tensor([5, 35_000, 35_001, 69_990]), nan),
-                                 torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)), 0, None,
-                                 None),
+        "NaN in a long column": (
+            integer_valued((70_000,), torch.float32, 8).index_fill_(0, torch.tensor([5, 35_000, 35_001, 69_990]), nan),
+            torch.randint(0, 9, (70_000,), generator=torch.Generator().manual_seed(9)),
+            0,
+            None,
+            None,
+        ),
         "empty src": (torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), 0, None, 4),
         "empty output": (torch.ones(4), torch.tensor([0, 0, 1, 1]), 0, None, 0),
     }
@@ -139,8 +178,10 @@ def test_emulated_scatter_kernel_on_special_inputs(scatter_ops, reduce):
 @pytest.mark.parametrize("reduce", REDUCE)
 def test_emulated_scatter_kernel_reports_bad_indices_like_the_cpu(scatter_ops, reduce):
     src = torch.ones(4)
-    for index, out, dim_size in [(torch.tensor([0, 1, 7, 1]), None, 3),
-                                 (torch.tensor([0, -1, 2, 1]), torch.zeros(3), None)]:
+    for index, out, dim_size in [
+        (torch.tensor([0, 1, 7, 1]), None, 3),
+        (torch.tensor([0, -1, 2, 1]), torch.zeros(3), None),
+    ]:
         with pytest.raises(RuntimeError) as expected:
             run(torch.ops.wb_scatter, src, index, 0, out, dim_size, reduce)
         with pytest.raises(RuntimeError, match="index value") as got:
@@ -153,11 +194,16 @@ def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
     src = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(10)).requires_grad_()
     index = torch.tensor([0, 1, 0, 2, 2, 2, 4, 0, 1, 4, 4, 1])
     op = getattr(scatter_ops, f"scatter_{reduce}")
-    function = lambda s: (lambda r: r[0] if isinstance(r, tuple) else r)(op(s, index, 0, 5))
+
+    def function(s):
+        result = op(s, index, 0, 5)
+        return result[0] if isinstance(result, tuple) else result
+
     assert torch.autograd.gradcheck(function, (src,))
 
 
 # ---- exercise 5.1: the solution's kernel, and the classic mistakes, emulated ---------------------
+
 
 def emulated_exercise(source: str):
     """Build the exercise's CUDA source for the CPU emulation, as check 5.1 does; returns its torch.ops namespace."""
@@ -172,8 +218,11 @@ def run_exercise_cases(ops):
 
     try:
         for description, total, count, dim in ch05._cases("cpu"):
-            expect_close(ops.divide_by_count(total, count, dim), ch05.reference_divide_by_count(total, count, dim),
-                         f"the result for {description}")
+            expect_close(
+                ops.divide_by_count(total, count, dim),
+                ch05.reference_divide_by_count(total, count, dim),
+                f"the result for {description}",
+            )
     except (Mistake, RuntimeError) as error:
         return str(error)
     return None
@@ -183,11 +232,18 @@ def test_emulated_exercise_solution_passes_the_checks_cases():
     assert run_exercise_cases(emulated_exercise(divide_by_count_solution())) is None
 
 
-@pytest.mark.parametrize("mistake, replacement, says", [
-    ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),
-    ("c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]", "sums[e] / static_cast<scalar_t>(c)", "is wrong at index"),
-    ("(n + threads - 1) / threads", "n / threads", "invalid configuration argument"),  # n = 7: zero blocks
-])
+@pytest.mark.parametrize(
+    "mistake, replacement, says",
+    [
+        ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),
+        (
+            "c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]",
+            "sums[e] / static_cast<scalar_t>(c)",
+            "is wrong at index",
+        ),
+        ("(n + threads - 1) / threads", "n / threads", "invalid configuration argument"),  # n = 7: zero blocks
+    ],
+)
 def test_emulated_exercise_mistakes_are_caught_by_the_checks_cases(mistake, replacement, says):
     source = divide_by_count_solution()
     assert mistake in source

@@ -1,4 +1,5 @@
 """workbook_classes::TensorStack (csrc/warp_perspective/tensor_stack.cpp, chapter 07)."""
+
 import io
 from typing import List
 

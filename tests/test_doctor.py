@@ -1,4 +1,5 @@
 """The toolchain doctor names what is missing and the command that fixes it."""
+
 import pytest
 
 from workbook import doctor
@@ -17,14 +18,17 @@ def nothing_installed(monkeypatch):
     monkeypatch.setattr(doctor, "_opencv_header_dirs", lambda: [])
 
 
-@pytest.mark.parametrize("check, fix", [
-    (doctor.check_compiler, "sudo apt-get install g++"),
-    (doctor.check_ninja, "pip install ninja"),
-    (doctor.check_cmake, "sudo apt-get install cmake"),
-    (doctor.check_opencv_cpp, "sudo apt-get install libopencv-dev"),
-    (doctor.check_ccache, "sudo apt-get install ccache"),
-    (doctor.check_nvcc, "CUDA toolkit"),
-])
+@pytest.mark.parametrize(
+    "check, fix",
+    [
+        (doctor.check_compiler, "sudo apt-get install g++"),
+        (doctor.check_ninja, "pip install ninja"),
+        (doctor.check_cmake, "sudo apt-get install cmake"),
+        (doctor.check_opencv_cpp, "sudo apt-get install libopencv-dev"),
+        (doctor.check_ccache, "sudo apt-get install ccache"),
+        (doctor.check_nvcc, "CUDA toolkit"),
+    ],
+)
 def test_a_missing_tool_is_reported_with_its_fix(nothing_installed, check, fix):
     finding = check()
     assert not finding.ok

@@ -1,10 +1,13 @@
 """The two set-up routes (pip + apt, conda) install the same versions."""
+
 import re
 
 from workbook import REPO_ROOT
 
 # pip name -> conda-forge name, where they differ
 CONDA_NAMES = {"torch": "pytorch", "opencv-python-headless": "opencv", "playwright": "playwright-python"}
+
+
 # conda-forge versions have at most three parts; opencv-python-headless adds a build number
 def _release(version):
     return ".".join(version.split(".")[:3])
@@ -21,8 +24,11 @@ def pip_pins():
 
 
 def conda_pins():
-    return dict(re.findall(r"^\s+- ([A-Za-z0-9_.-]+)=([0-9][^\s=]*)\s*$",
-                           (REPO_ROOT / "environment.yml").read_text(), re.MULTILINE))
+    return dict(
+        re.findall(
+            r"^\s+- ([A-Za-z0-9_.-]+)=([0-9][^\s=]*)\s*$", (REPO_ROOT / "environment.yml").read_text(), re.MULTILINE
+        )
+    )
 
 
 def test_every_pip_requirement_is_pinned_exactly():

@@ -1,4 +1,5 @@
 """csrc/example_app: a C++ program runs models saved from Python; its link variants (chapter 06)."""
+
 import pytest
 import torch
 
@@ -85,13 +86,17 @@ def test_custom_class_model_runs_in_the_program(library, saved_models, inputs):
 
 def test_a_failed_cmake_configure_shows_cmake_s_error():
     with pytest.raises(torchscript.BuildError, match="Set WORKBOOK_OPS_LIBRARY to the built op library"):
-        torchscript.cmake_build("test_app_without_library", torchscript.APP_SOURCE_DIR,
-                                options={"WORKBOOK_OPS_LIBRARY": "/no/such/library.so"})
+        torchscript.cmake_build(
+            "test_app_without_library",
+            torchscript.APP_SOURCE_DIR,
+            options={"WORKBOOK_OPS_LIBRARY": "/no/such/library.so"},
+        )
 
 
 def test_a_failed_compile_shows_the_compiler_s_first_error(tmp_path):
     (tmp_path / "CMakeLists.txt").write_text(
-        "cmake_minimum_required(VERSION 3.18)\nproject(broken LANGUAGES CXX)\nadd_library(broken SHARED broken.cpp)\n")
+        "cmake_minimum_required(VERSION 3.18)\nproject(broken LANGUAGES CXX)\nadd_library(broken SHARED broken.cpp)\n"
+    )
     (tmp_path / "broken.cpp").write_text("int broken() { return undeclared_name; }\n")
     with pytest.raises(torchscript.BuildError, match="'undeclared_name' was not declared"):
         torchscript.cmake_build("test_broken_project", tmp_path)

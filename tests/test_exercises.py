@@ -3,6 +3,7 @@
 nbval re-runs both folders and compares their outputs with the stored ones, so the stored outputs read here
 are what the checks really print: "passed" for each solution, "not attempted yet" for each stub.
 """
+
 import nbformat
 import pytest
 
@@ -28,8 +29,9 @@ def test_each_exercise_has_a_check_with_points(name):
     checks = [c for c in cells if c.metadata.nbgrader["grade"]]
     ids = [c.metadata.nbgrader["grade_id"] for c in cells]
     assert len(ids) == len(set(ids)), "grade_id values must be unique"
-    assert sorted(c.metadata.nbgrader["grade_id"] + "-check" for c in solutions) == \
-        sorted(c.metadata.nbgrader["grade_id"] for c in checks)
+    assert sorted(c.metadata.nbgrader["grade_id"] + "-check" for c in solutions) == sorted(
+        c.metadata.nbgrader["grade_id"] for c in checks
+    )
     for cell in solutions:
         assert "BEGIN SOLUTION" in cell.source and "END SOLUTION" in cell.source
     for cell in checks:
@@ -41,13 +43,19 @@ def test_checks_pass_on_solutions_and_report_stubs_as_not_attempted(name):
     solved = [c for c in _graded_cells(generate.SOLUTIONS / f"{name}.ipynb") if c.metadata.nbgrader["grade"]]
     stubbed = [c for c in _graded_cells(generate.NOTEBOOKS / f"{name}.ipynb") if c.metadata.nbgrader["grade"]]
     for cell in solved:
-        assert ": passed" in _text(cell) or ": skipped" in _text(cell), (cell.metadata.nbgrader["grade_id"], _text(cell))
+        assert ": passed" in _text(cell) or ": skipped" in _text(cell), (
+            cell.metadata.nbgrader["grade_id"],
+            _text(cell),
+        )
     for cell in stubbed:
         assert ": not attempted yet" in _text(cell) or ": skipped" in _text(cell), (
-            cell.metadata.nbgrader["grade_id"], _text(cell))
+            cell.metadata.nbgrader["grade_id"],
+            _text(cell),
+        )
 
 
 # ---- chapter 02, exercise 2.3: the check runs on Python stand-ins for the C++ functions (no build) ----
+
 
 def _stand_in_extension():
     import types
@@ -58,8 +66,9 @@ def _stand_in_extension():
         t, s = torch.tanh(a), torch.sigmoid(b)
         return [grad * (1 - t * t) * s, grad * t * s * (1 - s)]
 
-    return types.SimpleNamespace(gated_tanh_forward=lambda a, b: torch.tanh(a) * torch.sigmoid(b),
-                                 gated_tanh_backward=backward)
+    return types.SimpleNamespace(
+        gated_tanh_forward=lambda a, b: torch.tanh(a) * torch.sigmoid(b), gated_tanh_backward=backward
+    )
 
 
 def _gated_function(extension, *, backward_in_python=False, swap=False, save=True):
@@ -94,11 +103,14 @@ def test_gated_function_check_passes_on_a_right_function_and_restores_the_extens
     assert extension.gated_tanh_backward is original
 
 
-@pytest.mark.parametrize("mistake, words", [
-    ({"backward_in_python": True}, ("should call the C++ gated_tanh_backward",)),
-    ({"swap": True}, ("the gradient for a", "is wrong at index")),
-    ({"save": False}, ("your code raised",)),
-])
+@pytest.mark.parametrize(
+    "mistake, words",
+    [
+        ({"backward_in_python": True}, ("should call the C++ gated_tanh_backward",)),
+        ({"swap": True}, ("the gradient for a", "is wrong at index")),
+        ({"save": False}, ("your code raised",)),
+    ],
+)
 def test_gated_function_check_explains_each_mistake(mistake, words):
     from workbook.exercises import ch02
 
@@ -123,5 +135,6 @@ def test_gated_function_check_reports_stubs_as_not_attempted():
 
     def unsolved_backward(grad, a, b):
         raise RuntimeError("gated_tanh_backward: not attempted yet")  # exercise 2.1's C++ stub
+
     extension.gated_tanh_backward = unsolved_backward
     assert ch02.check_gated_function(_gated_function(extension), extension).status == "not attempted yet"

@@ -6,12 +6,14 @@ Each case either matches a reference (values, and gradients when an input requir
 an exception whose message names the argument the case broke. A failure shows the case as JSON; to
 run it alone: `fuzz.run_cases([json.loads(<the case>)])`.
 """
+
 import json
 import math
 import subprocess
 import sys
 
-from hypothesis import HealthCheck, Phase, given, seed, settings, strategies as st
+from hypothesis import HealthCheck, Phase, given, seed, settings
+from hypothesis import strategies as st
 
 from workbook import REPO_ROOT, fuzz
 
@@ -20,8 +22,15 @@ FLOATS = ["float16", "bfloat16", "float32", "float64"]
 HUGE = [2**31, 2**40, 2**62, 2**63 - 1]
 LAYOUTS = ["contiguous", "transposed", "sliced", "expanded", "overlap"]
 SPECIALS = [None, None, None, "nan", "inf", "-inf"]
-CASES_PER_FAMILY = {"scatter": 1500, "lltm_forward": 300, "lltm_backward": 200, "warp_perspective": 300,
-                    "add_one": 100, "box_blur": 150, "tensor_stack": 150}
+CASES_PER_FAMILY = {
+    "scatter": 1500,
+    "lltm_forward": 300,
+    "lltm_backward": 200,
+    "warp_perspective": 300,
+    "add_one": 100,
+    "box_blur": 150,
+    "tensor_stack": 150,
+}
 
 
 def pick(draw, options):
@@ -46,6 +55,7 @@ def floating(dtype):
 
 
 # ---- scatter: four reductions through five entry points ---------------------------------------------
+
 
 def scatter_cases():
     return scatter_case_drawn().map(out_view_rule)
@@ -77,21 +87,32 @@ def scatter_case_drawn(draw):
     d = dim % ndim
     dtype = pick(draw, SCATTER_DTYPES)
     groups = draw(st.integers(1, 4))
-    index_shape = {"1d": [shape[d]], "full": shape, "leading": shape[:d + 1]}[
-        pick(draw, ["1d", "full", "leading"])]
+    index_shape = {"1d": [shape[d]], "full": shape, "leading": shape[: d + 1]}[pick(draw, ["1d", "full", "leading"])]
     count = math.prod(index_shape)
     values = draw(st.lists(st.integers(0, groups - 1), min_size=count, max_size=count))
     grad = floating(dtype) and draw(st.booleans())
-    src = tensor(shape, dtype, layout=pick(draw, LAYOUTS), seed=draw(st.integers(0, 9)), grad=grad,
-                 special=pick(draw, SPECIALS) if floating(dtype) else None)
+    src = tensor(
+        shape,
+        dtype,
+        layout=pick(draw, LAYOUTS),
+        seed=draw(st.integers(0, 9)),
+        grad=grad,
+        special=pick(draw, SPECIALS) if floating(dtype) else None,
+    )
     index = tensor(index_shape, "int64", values=values, layout=pick(draw, ["contiguous", "expanded", "transposed"]))
     args = {"src": src, "index": index, "dim": dim}
     size = groups + draw(st.integers(0, 2))
     if has_out:
-        out_shape = shape[:d] + [size] + shape[d + 1:]
+        out_shape = shape[:d] + [size] + shape[d + 1 :]
         out_grad = floating(dtype) and draw(st.booleans())
-        args["out"] = tensor(out_shape, dtype, layout=pick(draw, ["contiguous", "transposed", "sliced"]),
-                             seed=10, grad=out_grad, leaf=False)
+        args["out"] = tensor(
+            out_shape,
+            dtype,
+            layout=pick(draw, ["contiguous", "transposed", "sliced"]),
+            seed=10,
+            grad=out_grad,
+            leaf=False,
+        )
         if entry != "accumulate" and draw(st.booleans()):
             args["dim_size"] = size
     elif entry != "accumulate" and draw(st.booleans()):
@@ -101,9 +122,21 @@ def scatter_case_drawn(draw):
     case = {"family": "scatter", "reduce": reduce, "entry": entry}
     fixed_size = has_out or "dim_size" in args
 
-    mutations = ["src_dtype", "index_dtype", "index_negative", "index_huge", "dim_range", "src_0dim",
-                                "index_rank", "index_shape", "none_src", "none_index", "python_type", "meta_all",
-                                "meta_one"]
+    mutations = [
+        "src_dtype",
+        "index_dtype",
+        "index_negative",
+        "index_huge",
+        "dim_range",
+        "src_0dim",
+        "index_rank",
+        "index_shape",
+        "none_src",
+        "none_index",
+        "python_type",
+        "meta_all",
+        "meta_one",
+    ]
     if fixed_size:
         mutations.append("index_too_big")
     if not has_out:
@@ -133,11 +166,14 @@ def scatter_case_drawn(draw):
         if count == 0:
             return {**case, "args": args, "expect": "result"}
         position = draw(st.integers(0, count - 1))
-        bad = {"index_negative": pick(draw, [-1, -3, -(2**63)]), "index_huge": pick(draw, HUGE),
-               "index_too_big": args.get("dim_size", size)}[mutation]
+        bad = {
+            "index_negative": pick(draw, [-1, -3, -(2**63)]),
+            "index_huge": pick(draw, HUGE),
+            "index_too_big": args.get("dim_size", size),
+        }[mutation]
         if mutation == "index_huge" and bad == 2**31 and not fixed_size:
             bad = 2**40  # 2**31 groups would fit in memory: a valid, if huge, call
-        index["tensor"].update(values=values[:position] + [bad] + values[position + 1:], layout="contiguous")
+        index["tensor"].update(values=values[:position] + [bad] + values[position + 1 :], layout="contiguous")
         if math.prod(shape) == 0:
             return {**case, "args": args, "expect": "result"}  # src is empty: no index value is read
         return broke("index", "dim_size")
@@ -153,8 +189,9 @@ def scatter_case_drawn(draw):
     if mutation == "index_shape":
         index["tensor"].update(shape=[shape[d] + 2], values=[0] * (shape[d] + 2))
         if ndim > 1 and d > 0 and index_shape != [shape[d]]:
-            index["tensor"].update(shape=[shape[0] + 2] + shape[1:d + 1], values=[0] * (shape[0] + 2) *
-                                   math.prod(shape[1:d + 1]))
+            index["tensor"].update(
+                shape=[shape[0] + 2] + shape[1 : d + 1], values=[0] * (shape[0] + 2) * math.prod(shape[1 : d + 1])
+            )
         return broke("index")
     if mutation in ("none_src", "none_index", "none_out"):
         name = mutation[5:]
@@ -162,8 +199,13 @@ def scatter_case_drawn(draw):
         return broke(name)
     if mutation == "python_type":
         name = pick(draw, ["src", "index", "dim"] + (["dim_size"] if not has_out else ["out"]))
-        args[name] = {"src": [1.0, 2.0], "index": [0, 1], "dim": pick(draw, ["0", 1.5]),
-                      "dim_size": pick(draw, ["3", 2.5]), "out": 3}[name]
+        args[name] = {
+            "src": [1.0, 2.0],
+            "index": [0, 1],
+            "dim": pick(draw, ["0", 1.5]),
+            "dim_size": pick(draw, ["3", 2.5]),
+            "out": 3,
+        }[name]
         return broke(name)
     if mutation == "meta_all":
         for value in args.values():
@@ -181,7 +223,7 @@ def scatter_case_drawn(draw):
         return broke("dim_size")
     if mutation == "dim_size_huge":
         args["dim_size"] = pick(draw, [2**40, 2**62, 2**63 - 1])
-        if math.prod(shape[:d] + shape[d + 1:]) == 0:
+        if math.prod(shape[:d] + shape[d + 1 :]) == 0:
             return {**case, "args": args, "expect": "result"}  # an empty result, whatever its size at dim
         return broke("dim_size")
     if mutation == "out_dtype":
@@ -226,20 +268,33 @@ LLTM_ARGS = ["input", "weights", "bias", "old_h", "old_cell"]
 @st.composite
 def lltm_arguments(draw, dtype):
     batch, features, state = draw(st.integers(0, 3)), draw(st.integers(0, 3)), draw(st.integers(1, 3))
-    shapes = {"input": [batch, features], "weights": [3 * state, state + features], "bias": [3 * state],
-              "old_h": [batch, state], "old_cell": [batch, state]}
-    return {name: tensor(shape, dtype, seed=i, layout=pick(draw, LAYOUTS),
-                         special=pick(draw, SPECIALS) if name == "input" else None,
-                         grad=draw(st.booleans()))
-            for i, (name, shape) in enumerate(shapes.items())}
+    shapes = {
+        "input": [batch, features],
+        "weights": [3 * state, state + features],
+        "bias": [3 * state],
+        "old_h": [batch, state],
+        "old_cell": [batch, state],
+    }
+    return {
+        name: tensor(
+            shape,
+            dtype,
+            seed=i,
+            layout=pick(draw, LAYOUTS),
+            special=pick(draw, SPECIALS) if name == "input" else None,
+            grad=draw(st.booleans()),
+        )
+        for i, (name, shape) in enumerate(shapes.items())
+    }
 
 
 @st.composite
 def lltm_forward_cases(draw):
     dtype = pick(draw, FLOATS)
     args = draw(lltm_arguments(dtype))
-    mutation = pick(draw, ["dtype", "int", "rank", "shape", "none_arg", "python_type", "meta_all",
-                                                    "meta_one"] + ["none"] * 3)
+    mutation = pick(
+        draw, ["dtype", "int", "rank", "shape", "none_arg", "python_type", "meta_all", "meta_one"] + ["none"] * 3
+    )
     name = pick(draw, LLTM_ARGS)
     spec = args[name]["tensor"]
     case = {"mutation": mutation}
@@ -282,8 +337,9 @@ def lltm_backward_cases(draw):
     for i, name in enumerate(["grad_h", "grad_cell"]):
         args[name] = tensor([batch, state], dtype, seed=20 + i, layout=pick(draw, LAYOUTS[:4]))
     name = pick(draw, ["grad_h", "grad_cell", "new_cell", "gates", "X", "weights"])
-    how = pick(draw, ["transposed", "expanded", "sliced", "dtype", "int", "rank", "shape", "meta",
-                                               "value"] + ["keep"] * 2)
+    how = pick(
+        draw, ["transposed", "expanded", "sliced", "dtype", "int", "rank", "shape", "meta", "value"] + ["keep"] * 2
+    )
     if how == "keep":
         return valid("lltm_backward", args, mutation="none")
     args["replace"] = {"name": name, "how": how}
@@ -298,23 +354,57 @@ def lltm_backward_cases(draw):
 
 # ---- warp_perspective -------------------------------------------------------------------------------
 
+
 @st.composite
 def warp_cases(draw):
     height, width = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     channels = pick(draw, [None, 1, 2, 3, 4])
     shape = [draw(st.integers(1, 5)), draw(st.integers(1, 5))] + ([channels] if channels else [])
-    image = tensor(shape, "float32", layout=pick(draw, LAYOUTS[:4]), seed=draw(st.integers(0, 9)),
-                   special=pick(draw, SPECIALS), grad=draw(st.booleans()))
+    image = tensor(
+        shape,
+        "float32",
+        layout=pick(draw, LAYOUTS[:4]),
+        seed=draw(st.integers(0, 9)),
+        special=pick(draw, SPECIALS),
+        grad=draw(st.booleans()),
+    )
     jitter = draw(st.lists(st.floats(-0.2, 0.2), min_size=9, max_size=9))
-    matrix = [1 + jitter[0], jitter[1], jitter[2] * 5, jitter[3], 1 + jitter[4], jitter[5] * 5, jitter[6] / 10,
-              jitter[7] / 10, 1.0]
-    warp = tensor([3, 3], pick(draw, ["float32", "float64"]), values=matrix,
-                  layout=pick(draw, ["contiguous", "transposed"]))
+    matrix = [
+        1 + jitter[0],
+        jitter[1],
+        jitter[2] * 5,
+        jitter[3],
+        1 + jitter[4],
+        jitter[5] * 5,
+        jitter[6] / 10,
+        jitter[7] / 10,
+        1.0,
+    ]
+    warp = tensor(
+        [3, 3], pick(draw, ["float32", "float64"]), values=matrix, layout=pick(draw, ["contiguous", "transposed"])
+    )
     args = {"image": image, "warp": warp, "height": height, "width": width}
-    mutation = pick(draw, ["image_dtype", "image_rank", "image_channels", "image_empty", "none_image",
-                                                    "none_warp", "warp_shape", "warp_special", "warp_singular",
-                                                    "warp_dtype", "warp_grad", "side", "side_type", "meta_all",
-                                                    "meta_one"] + ["none"] * 4)
+    mutation = pick(
+        draw,
+        [
+            "image_dtype",
+            "image_rank",
+            "image_channels",
+            "image_empty",
+            "none_image",
+            "none_warp",
+            "warp_shape",
+            "warp_special",
+            "warp_singular",
+            "warp_dtype",
+            "warp_grad",
+            "side",
+            "side_type",
+            "meta_all",
+            "meta_one",
+        ]
+        + ["none"] * 4,
+    )
     broke = lambda *names: error("warp_perspective", args, list(names), mutation=mutation)  # noqa: E731
     if mutation == "none":
         return valid("warp_perspective", args, mutation=mutation)
@@ -370,13 +460,19 @@ def warp_cases(draw):
 
 # ---- add_one, box_blur, TensorStack -----------------------------------------------------------------
 
+
 @st.composite
 def add_one_cases(draw):
     dtype = pick(draw, FLOATS + ["int64", "int32", "uint8", "bool", "complex64"])
     shape = draw(st.lists(st.integers(0, 3), max_size=3))
-    x = tensor(shape, dtype, layout=pick(draw, LAYOUTS), grad=floating(dtype) and draw(st.booleans()),
-               special=pick(draw, SPECIALS) if floating(dtype) else None,
-               device=pick(draw, ["cpu", "cpu", "meta"]))
+    x = tensor(
+        shape,
+        dtype,
+        layout=pick(draw, LAYOUTS),
+        grad=floating(dtype) and draw(st.booleans()),
+        special=pick(draw, SPECIALS) if floating(dtype) else None,
+        device=pick(draw, ["cpu", "cpu", "meta"]),
+    )
     if draw(st.integers(0, 9)) == 0:
         return error("add_one", {"x": pick(draw, [None, 1.0, [1.0]])}, ["x"])
     if floating(dtype):
@@ -388,8 +484,7 @@ def add_one_cases(draw):
 def box_blur_cases(draw):
     dtype = pick(draw, ["float32", "float64"])
     shape = [draw(st.integers(1, 6)), draw(st.integers(1, 6))]
-    image = tensor(shape, dtype, layout=pick(draw, LAYOUTS[:4]), grad=draw(st.booleans()),
-                   seed=draw(st.integers(0, 9)))
+    image = tensor(shape, dtype, layout=pick(draw, LAYOUTS[:4]), grad=draw(st.booleans()), seed=draw(st.integers(0, 9)))
     args = {"image": image, "size": pick(draw, [size for size in (1, 3, 5) if size <= 2 * max(shape) + 1])}
     mutation = pick(draw, ["rank", "dtype", "empty", "size", "size_type", "none_image", "meta"] + ["none"] * 3)
     if mutation == "none":
@@ -418,8 +513,10 @@ def box_blur_cases(draw):
 
 @st.composite
 def tensor_stack_cases(draw):
-    items = [tensor(draw(st.lists(st.integers(0, 2), max_size=2)), pick(draw, ["float32", "int64"]),
-                    seed=i) for i in range(draw(st.integers(0, 3)))]
+    items = [
+        tensor(draw(st.lists(st.integers(0, 2), max_size=2)), pick(draw, ["float32", "int64"]), seed=i)
+        for i in range(draw(st.integers(0, 3)))
+    ]
     calls, size = [], len(items)
     for _ in range(draw(st.integers(0, 6))):
         method = pick(draw, ["push", "pop", "top", "size", "empty", "clone", "items"])
@@ -427,8 +524,12 @@ def tensor_stack_cases(draw):
             if draw(st.integers(0, 4)) == 0:
                 bad = pick(draw, [None, 3, "x", [1.0]])
                 return error("tensor_stack", {"items": items, "calls": calls + [["push", bad]]}, ["push", "item"])
-            calls.append(["push", tensor([2], seed=len(calls), grad=draw(st.booleans()),
-                                         device=pick(draw, ["cpu", "cpu", "meta"]))])
+            calls.append(
+                [
+                    "push",
+                    tensor([2], seed=len(calls), grad=draw(st.booleans()), device=pick(draw, ["cpu", "cpu", "meta"])),
+                ]
+            )
             size += 1
             continue
         if method in ("pop", "top") and size == 0:
@@ -441,9 +542,15 @@ def tensor_stack_cases(draw):
     return valid("tensor_stack", {"items": items, "calls": calls})
 
 
-STRATEGIES = {"scatter": scatter_cases(), "lltm_forward": lltm_forward_cases(), "lltm_backward": lltm_backward_cases(),
-              "warp_perspective": warp_cases(), "add_one": add_one_cases(), "box_blur": box_blur_cases(),
-              "tensor_stack": tensor_stack_cases()}
+STRATEGIES = {
+    "scatter": scatter_cases(),
+    "lltm_forward": lltm_forward_cases(),
+    "lltm_backward": lltm_backward_cases(),
+    "warp_perspective": warp_cases(),
+    "add_one": add_one_cases(),
+    "box_blur": box_blur_cases(),
+    "tensor_stack": tensor_stack_cases(),
+}
 
 
 def draw_cases(strategy, count: int) -> list[dict]:
@@ -451,8 +558,13 @@ def draw_cases(strategy, count: int) -> list[dict]:
     drawn = []
 
     @seed(20261201)
-    @settings(max_examples=count, database=None, deadline=None, phases=[Phase.generate],
-              suppress_health_check=list(HealthCheck))
+    @settings(
+        max_examples=count,
+        database=None,
+        deadline=None,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
     @given(strategy)
     def collect(case):
         drawn.append(case)
@@ -481,8 +593,13 @@ def describe(result) -> str:
 
 
 # The runner's self-checks, run in the same batch: a case that must fail for each way a case can fail.
-VALID_SUM = {"family": "scatter", "reduce": "sum", "entry": "functional", "expect": "result",
-             "args": {"src": tensor([4], "float32"), "index": tensor([4], "int64", values=[0, 1, 1, 2]), "dim": 0}}
+VALID_SUM = {
+    "family": "scatter",
+    "reduce": "sum",
+    "entry": "functional",
+    "expect": "result",
+    "args": {"src": tensor([4], "float32"), "index": tensor([4], "int64", values=[0, 1, 1, 2]), "dim": 0},
+}
 SELF_CHECKS = [
     ({**VALID_SUM}, "matches the reference"),
     ({**VALID_SUM, "expect": "error", "names": ["src"]}, "returned a result"),
@@ -497,15 +614,17 @@ def test_every_op_answers_bad_input_with_a_result_or_a_named_error(capsys):
     cases = all_cases_drawn_afresh()
     fuzz.load_libraries()
     results = fuzz.run_cases(cases + [case for case, _ in SELF_CHECKS])
-    results, self_checks = results[:len(cases)], results[len(cases):]
-    for (case, outcome), result in zip(SELF_CHECKS, self_checks):
+    results, self_checks = results[: len(cases)], results[len(cases) :]
+    for (_, outcome), result in zip(SELF_CHECKS, self_checks):
         should_pass = outcome == "matches the reference"
         assert result["ok"] == should_pass and outcome in result["detail"], f"runner self-check: {describe(result)}"
 
     failures = [r for r in results if not r["ok"]]
     families = sorted({case["family"] for case in cases})
     with capsys.disabled():
-        print(f"\nfuzz: {len(results)} cases tried on {len(families)} op families ({', '.join(families)}), "
-              f"{sum(case['expect'] == 'error' for case in cases)} of them bad input; {len(failures)} failed")
+        print(
+            f"\nfuzz: {len(results)} cases tried on {len(families)} op families ({', '.join(families)}), "
+            f"{sum(case['expect'] == 'error' for case in cases)} of them bad input; {len(failures)} failed"
+        )
     assert len(results) >= 1000
     assert not failures, f"{len(failures)} failing cases, the first ones:\n" + "\n".join(map(describe, failures[:8]))

@@ -1,16 +1,17 @@
 """notebooks/ is generated from solutions/: stubs, edit protection, and no drift between the two."""
+
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 from workbook import generate
 
-PYTHON_CELL = '''def f(x):
+PYTHON_CELL = """def f(x):
     y = x + 1
     ### BEGIN SOLUTION
     return y * 2
     ### END SOLUTION
-'''
+"""
 CPP_CELL = '''source = """
 at::Tensor twice(const at::Tensor& x) {
   // BEGIN SOLUTION
@@ -37,8 +38,10 @@ def test_cpp_region_becomes_a_torch_check_stub():
 
 
 def test_cells_without_regions_are_unchanged():
-    assert generate.stub_source("print(1)\n# BEGIN SOLUTION is only a marker with ### in front\n") == \
-        "print(1)\n# BEGIN SOLUTION is only a marker with ### in front\n"
+    assert (
+        generate.stub_source("print(1)\n# BEGIN SOLUTION is only a marker with ### in front\n")
+        == "print(1)\n# BEGIN SOLUTION is only a marker with ### in front\n"
+    )
 
 
 @pytest.fixture
@@ -60,7 +63,9 @@ def test_generator_writes_then_leaves_an_unchanged_notebook_alone(chapter):
 def test_generator_never_overwrites_a_learners_edit(chapter):
     generate.generate("99_demo")
     notebook = nbformat.read(chapter, as_version=4)
-    notebook.cells[1].source = notebook.cells[1].source.replace('raise NotImplementedError("not attempted yet")', "return y * 2")
+    notebook.cells[1].source = notebook.cells[1].source.replace(
+        'raise NotImplementedError("not attempted yet")', "return y * 2"
+    )
     nbformat.write(notebook, chapter)
     solution = nbformat.read(generate.SOLUTIONS / "99_demo.ipynb", as_version=4)
     solution.cells[0].source = "# Demo, revised"
@@ -83,7 +88,8 @@ def test_notebooks_match_their_solutions(name):
     expected = generate.student_version(nbformat.read(generate.SOLUTIONS / f"{name}.ipynb", as_version=4))
     assert not generate.learner_edited(notebook), f"notebooks/{name}.ipynb was edited by hand"
     assert generate.cell_signature(notebook) == generate.cell_signature(expected), (
-        f"notebooks/{name}.ipynb is out of date: run  python -m workbook.generate --execute {name}")
+        f"notebooks/{name}.ipynb is out of date: run  python -m workbook.generate --execute {name}"
+    )
 
 
 def test_every_notebook_has_a_solution():

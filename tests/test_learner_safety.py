@@ -2,6 +2,7 @@
 solution or source, `make notebooks` keeps an edited notebook, and a failed rebuild of an extension
 leaves the previous build loadable. Everything runs in a temporary copy or in build/, never on the
 learner's files."""
+
 import hashlib
 import re
 import shutil
@@ -16,8 +17,10 @@ from workbook import REPO_ROOT, build, generate
 LEARNER_FOLDERS = ("notebooks", "solutions", "csrc")
 MAKEFILE_TARGETS = re.findall(r"^([a-z][a-z-]*):", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE)
 # A command that deletes, moves, truncates or overwrites files, or restores them from git.
-WRITING_COMMAND = re.compile(r"\b(rm|mv|cp|rsync|truncate|tee|install|sed\s+-i|git\s+(checkout|clean|reset|restore|"
-                             r"stash))\b|>")
+WRITING_COMMAND = re.compile(
+    r"\b(rm|mv|cp|rsync|truncate|tee|install|sed\s+-i|git\s+(checkout|clean|reset|restore|"
+    r"stash))\b|>"
+)
 
 
 def digest(path) -> str:
@@ -82,8 +85,13 @@ def test_make_notebooks_keeps_a_notebook_and_a_source_the_learner_edited(repo_co
 
     # -o setup: the copy shares the real virtual environment, which set-up must not touch from here
     # (test_no_make_target_writes_into_learner_folders covers set-up's own recipes).
-    result = subprocess.run(["make", "-o", "setup", "notebooks"], cwd=repo_copy, capture_output=True, text=True,
-                            env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo_copy), "HOME": str(repo_copy)})
+    result = subprocess.run(
+        ["make", "-o", "setup", "notebooks"],
+        cwd=repo_copy,
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(repo_copy), "HOME": str(repo_copy)},
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "notebooks/00_setup_check.ipynb: kept (edited by you" in result.stdout
     assert {path: digest(path) for path in watched} == before

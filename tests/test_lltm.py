@@ -1,4 +1,5 @@
 """The C++ LLTM (csrc/lltm, workbook/lltm.py) against the pure-PyTorch reference, and chapter 02's checks."""
+
 import re
 
 import nbformat
@@ -156,17 +157,20 @@ def test_ops_library_has_no_python_and_computes_the_cell():
     import sys
 
     library = lltm.ops_library()
-    undefined = subprocess.run(["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True,
-                               check=True).stdout.split()
+    undefined = subprocess.run(
+        ["nm", "-D", "--undefined-only", str(library)], capture_output=True, text=True, check=True
+    ).stdout.split()
     assert not [symbol for symbol in undefined if symbol.startswith(("Py", "_Py"))]
     assert "libpython" not in subprocess.run(["ldd", str(library)], capture_output=True, text=True).stdout
-    result = subprocess.run([sys.executable, "-c", _RUN_OPS_LIBRARY, str(library)], capture_output=True, text=True,
-                            cwd=REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", _RUN_OPS_LIBRARY, str(library)], capture_output=True, text=True, cwd=REPO_ROOT
+    )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "True"
 
 
 # --- bad input: a RuntimeError naming the argument, never a crash --------------------------------
+
 
 def _forward_args(**replace):
     names = ["input", "weights", "bias", "old_h", "old_cell"]
@@ -203,8 +207,14 @@ def test_forward_rejects_bad_input(ext, label, replace, message):
 def _backward_args(**replace):
     x, weights, bias, old_h, old_cell = lltm.make_inputs(4, 3, 5, seed=9)
     new_h, new_cell, gates, X = lltm.load_extension().forward(x, weights, bias, old_h, old_cell)
-    values = dict(grad_h=torch.ones_like(new_h), grad_cell=torch.ones_like(new_cell), new_cell=new_cell,
-                  gates=gates, X=X, weights=weights)
+    values = dict(
+        grad_h=torch.ones_like(new_h),
+        grad_cell=torch.ones_like(new_cell),
+        new_cell=new_cell,
+        gates=gates,
+        X=X,
+        weights=weights,
+    )
     values.update(replace)
     return list(values.values())
 
@@ -228,8 +238,13 @@ def test_backward_rejects_bad_input(ext, label, replace, message):
 
 def test_backward_computes_with_good_input(ext):
     d_old_h, d_input, d_weights, d_bias, d_old_cell = ext.backward(*_backward_args())
-    assert [tuple(t.shape) for t in (d_old_h, d_input, d_weights, d_bias, d_old_cell)] == \
-        [(4, 5), (4, 3), (15, 8), (15,), (4, 5)]
+    assert [tuple(t.shape) for t in (d_old_h, d_input, d_weights, d_bias, d_old_cell)] == [
+        (4, 5),
+        (4, 3),
+        (15, 8),
+        (15,),
+        (4, 5),
+    ]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
@@ -240,6 +255,7 @@ def test_mixed_devices_are_rejected(ext):
 
 
 # --- chapter 02 exercise checks ------------------------------------------------------------------
+
 
 def _solution_extension():
     """Build the exercise extension from the solutions notebook's own cells (the real solution)."""
@@ -252,8 +268,11 @@ def _solution_extension():
     assert set(sources) == {"gated_forward_source", "gated_backward_source", "gated_validation_source"}
     return build.load_inline(
         "wb_ch02_gated",
-        cpp_sources=[sources["gated_forward_source"], sources["gated_backward_source"],
-                     sources["gated_validation_source"]],
+        cpp_sources=[
+            sources["gated_forward_source"],
+            sources["gated_backward_source"],
+            sources["gated_validation_source"],
+        ],
         functions=["gated_tanh_forward", "gated_tanh_backward", "check_gated_inputs"],
     )
 
@@ -280,15 +299,28 @@ def test_backward_check_passes_on_a_python_equivalent():
     assert ch02.check_gated_tanh_backward(_right_backward).status == PASSED
 
 
-@pytest.mark.parametrize("wrong,explains", [
-    (lambda g, a, b: [g * (1 - torch.tanh(a) ** 2), _right_backward(g, a, b)[1]],
-     r"d_a for a and b of shape \(5,\).* is wrong at index \(\d+,\).*1 - tanh\(a\)\^2"),
-    (lambda g, a, b: [_right_backward(g, a, b)[0], g * torch.tanh(a) * torch.sigmoid(b)],
-     r"d_b .* is wrong at index .*sigmoid\(b\) \* \(1 - sigmoid\(b\)\)"),
-    (lambda g, a, b: _right_backward(g, a, b)[0], r"should return a list of two tensors \[d_a, d_b\], got a Tensor"),
-    (lambda g, a, b: [x.float() for x in _right_backward(g, a, b)], r"d_a .* has dtype torch.float32, expected torch.float64"),
-    (lambda g, a, b: [1.0, 2.0], r"d_a should be a tensor, got float"),
-])
+@pytest.mark.parametrize(
+    "wrong,explains",
+    [
+        (
+            lambda g, a, b: [g * (1 - torch.tanh(a) ** 2), _right_backward(g, a, b)[1]],
+            r"d_a for a and b of shape \(5,\).* is wrong at index \(\d+,\).*1 - tanh\(a\)\^2",
+        ),
+        (
+            lambda g, a, b: [_right_backward(g, a, b)[0], g * torch.tanh(a) * torch.sigmoid(b)],
+            r"d_b .* is wrong at index .*sigmoid\(b\) \* \(1 - sigmoid\(b\)\)",
+        ),
+        (
+            lambda g, a, b: _right_backward(g, a, b)[0],
+            r"should return a list of two tensors \[d_a, d_b\], got a Tensor",
+        ),
+        (
+            lambda g, a, b: [x.float() for x in _right_backward(g, a, b)],
+            r"d_a .* has dtype torch.float32, expected torch.float64",
+        ),
+        (lambda g, a, b: [1.0, 2.0], r"d_a should be a tensor, got float"),
+    ],
+)
 def test_backward_check_explains_wrong_implementations(wrong, explains):
     outcome = ch02.check_gated_tanh_backward(wrong)
     assert outcome.status == FAILED
@@ -298,11 +330,13 @@ def test_backward_check_explains_wrong_implementations(wrong, explains):
 def test_backward_check_reports_a_python_stub_as_not_attempted():
     def stub(grad, a, b):
         raise NotImplementedError("not attempted yet")
+
     assert ch02.check_gated_tanh_backward(stub).status == NOT_ATTEMPTED
 
 
 def _validator(*skip, message="gated_tanh: {name} has the wrong {what}"):
     """A validator in Python that checks everything except the properties in `skip`."""
+
     def validate(a, b):
         if "float" not in skip and not a.is_floating_point():
             raise RuntimeError(message.format(name="a", what="dtype (must be floating point)"))
@@ -312,6 +346,7 @@ def _validator(*skip, message="gated_tanh: {name} has the wrong {what}"):
             raise RuntimeError(message.format(name="b", what="device"))
         if "shape" not in skip and a.shape != b.shape:
             raise RuntimeError(message.format(name="b", what="shape"))
+
     return validate
 
 
@@ -319,15 +354,18 @@ def test_validation_check_passes_on_a_python_equivalent():
     assert ch02.check_gated_inputs(_validator()).status == PASSED
 
 
-@pytest.mark.parametrize("validate,explains", [
-    (_validator("shape"), r"a of shape \(3, 4\) with b of shape \(4, 3\): validate\(a, b\) accepted it"),
-    (_validator("dtype"), r"a float32 with b float64: validate\(a, b\) accepted it"),
-    (_validator("float"), r"a and b both int64: validate\(a, b\) accepted it"),
-    (_validator("device"), r"a on the CPU with b on the meta device: validate\(a, b\) accepted it"),
-    (_validator(message="something is wrong"), r"does not name the argument a or b"),
-    (_validator(message="{name} is bad"), r"does not say it is about the shape"),
-    (lambda a, b: (_ for _ in ()).throw(RuntimeError("a must not be used")), r"rejected valid inputs"),
-])
+@pytest.mark.parametrize(
+    "validate,explains",
+    [
+        (_validator("shape"), r"a of shape \(3, 4\) with b of shape \(4, 3\): validate\(a, b\) accepted it"),
+        (_validator("dtype"), r"a float32 with b float64: validate\(a, b\) accepted it"),
+        (_validator("float"), r"a and b both int64: validate\(a, b\) accepted it"),
+        (_validator("device"), r"a on the CPU with b on the meta device: validate\(a, b\) accepted it"),
+        (_validator(message="something is wrong"), r"does not name the argument a or b"),
+        (_validator(message="{name} is bad"), r"does not say it is about the shape"),
+        (lambda a, b: (_ for _ in ()).throw(RuntimeError("a must not be used")), r"rejected valid inputs"),
+    ],
+)
 def test_validation_check_explains_wrong_implementations(validate, explains):
     outcome = ch02.check_gated_inputs(validate)
     assert outcome.status == FAILED
@@ -337,4 +375,5 @@ def test_validation_check_explains_wrong_implementations(validate, explains):
 def test_validation_check_reports_a_cpp_stub_message_as_not_attempted():
     def stub(a, b):
         raise RuntimeError("not attempted yet")
+
     assert ch02.check_gated_inputs(stub).status == NOT_ATTEMPTED

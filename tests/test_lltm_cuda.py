@@ -3,10 +3,11 @@ against the CPU kernels, non-contiguous gradients, gradcheck and a training step
 stream, an empty batch, arguments on two devices, the second GPU. Skipped without a CUDA GPU (a dry run on
 the CPU checks the tests themselves: tests/cuda_device.py).
 """
+
 import pytest
 import torch
-
 from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, needs_two_gpus, on_device, side_stream
+
 from workbook import lltm
 
 pytestmark = MARKS
@@ -107,11 +108,13 @@ def test_lltm_on_a_side_stream_matches_the_default_stream():
         device_inputs = on_device(inputs)
         got = torch.ops.wb_lltm.lltm_forward(*device_inputs)
         grads = torch.ops.wb_lltm.lltm_backward(
-            torch.ones_like(got[0]), torch.ones_like(got[1]), *got[1:], device_inputs[1])
+            torch.ones_like(got[0]), torch.ones_like(got[1]), *got[1:], device_inputs[1]
+        )
     back_on_current_stream(context)
     assert_all_close(got, [e.cpu() for e in expected], FORWARD_NAMES, LLTM_TOLERANCE[torch.float32])
     expected_grads = torch.ops.wb_lltm.lltm_backward(
-        torch.ones_like(expected[0]), torch.ones_like(expected[1]), *expected[1:], on_device(inputs)[1])
+        torch.ones_like(expected[0]), torch.ones_like(expected[1]), *expected[1:], on_device(inputs)[1]
+    )
     assert_all_close(grads, [e.cpu() for e in expected_grads], BACKWARD_NAMES, LLTM_TOLERANCE[torch.float32])
 
 
@@ -119,8 +122,9 @@ def test_lltm_empty_batch():
     inputs = on_device(lltm.make_inputs(0, 3, 4, dtype=torch.float32))
     outputs = torch.ops.wb_lltm.lltm_forward(*inputs)
     assert [tuple(t.shape) for t in outputs] == [(0, 4), (0, 4), (0, 12), (0, 7)]  # new_h, new_cell, gates, X
-    grads = torch.ops.wb_lltm.lltm_backward(torch.zeros(0, 4, device=DEVICE), torch.zeros(0, 4, device=DEVICE),
-                                            *outputs[1:], inputs[1])
+    grads = torch.ops.wb_lltm.lltm_backward(
+        torch.zeros(0, 4, device=DEVICE), torch.zeros(0, 4, device=DEVICE), *outputs[1:], inputs[1]
+    )
     assert [tuple(t.shape) for t in grads] == [(0, 4), (0, 3), (12, 7), (12,), (0, 4)]
     assert not grads[2].any() and not grads[3].any()
 

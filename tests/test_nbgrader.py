@@ -1,4 +1,5 @@
 """Instructors can release the chapters with nbgrader, get exactly the learners' notebooks, and grade them."""
+
 import os
 import shutil
 import subprocess
@@ -22,8 +23,14 @@ def nbgrader(course: Path, *args: str, **env: str) -> str:
     """Run an nbgrader command in `course`; returns its log, fails the test if the command fails."""
     bin_dir = str(Path(sys.executable).parent)  # nbgrader runs alembic from PATH
     environment = dict(os.environ, PATH=os.pathsep.join([bin_dir, os.environ["PATH"]]), **env)
-    done = subprocess.run([os.path.join(bin_dir, "nbgrader"), *args], cwd=course, env=environment,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [os.path.join(bin_dir, "nbgrader"), *args],
+        cwd=course,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout + done.stderr
 
@@ -57,8 +64,11 @@ def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_e
     [cell] = [c for c in one_wrong.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex1-gated-unit"]
     assert "grad_x = grad_y * gate" in cell.source
     cell.source = cell.source.replace("grad_x = grad_y * gate", "grad_x = grad_y")  # forgets the gate
-    submissions = {"solved": solved, "one_wrong": one_wrong,
-                   "untouched": nbformat.read(generate.NOTEBOOKS / f"{chapter}.ipynb", as_version=4)}
+    submissions = {
+        "solved": solved,
+        "one_wrong": one_wrong,
+        "untouched": nbformat.read(generate.NOTEBOOKS / f"{chapter}.ipynb", as_version=4),
+    }
     for student, notebook in submissions.items():
         folder = course / "submitted" / student / "workbook"
         folder.mkdir(parents=True)
@@ -68,6 +78,7 @@ def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_e
     assert "partial credit" not in log  # a check's printed pass is full marks, not a value nbgrader must guess at
 
     with Gradebook(f"sqlite:///{course / 'gradebook.db'}") as gradebook:
+
         def scores(student):
             submission = gradebook.find_submission_notebook(chapter, "workbook", student)
             return {grade.name: grade.score for grade in submission.grades}, submission.max_score

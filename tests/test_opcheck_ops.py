@@ -7,6 +7,7 @@ AOTAutograd with symbolic sizes computes what eager mode computes, gradients inc
 Ops covered: wb_lltm::lltm_forward / lltm_backward (chapter 02), wb_setup_check::add_one (chapter 00),
 workbook_cv::warp_perspective and its backward (chapter 06); and the TensorStack class (chapter 07).
 """
+
 import math
 
 import pytest
@@ -18,8 +19,12 @@ from workbook import build, lltm, torchscript
 # torch.export of a module holding a TorchScript class calls a deprecated torch.jit function.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 
-ALL_PASSED = {"test_schema": "SUCCESS", "test_autograd_registration": "SUCCESS", "test_faketensor": "SUCCESS",
-              "test_aot_dispatch_dynamic": "SUCCESS"}
+ALL_PASSED = {
+    "test_schema": "SUCCESS",
+    "test_autograd_registration": "SUCCESS",
+    "test_faketensor": "SUCCESS",
+    "test_aot_dispatch_dynamic": "SUCCESS",
+}
 LLTM_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 
 
@@ -38,6 +43,7 @@ def strided(tensor):
 
 
 # ---- LLTM ------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("contiguous", [True, False], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("sizes", [(3, 4, 5), (1, 1, 1)], ids=str)
@@ -99,6 +105,7 @@ def test_compiled_lltm_op_equals_eager_forward_and_backward():
 
 # ---- add_one ---------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
 def test_opcheck_add_one(dtype):
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
@@ -115,12 +122,14 @@ def test_add_one_passes_the_gradient_through():
 
 # ---- warp_perspective ------------------------------------------------------------------------
 
+
 def homography(angle=0.3, scale=(1.1, 0.8), shear=0.2, shift=(1.5, -2.0), perspective=(0.01, -0.008)):
     c, s = math.cos(angle), math.sin(angle)
     rotation = torch.tensor([[c, -s], [s, c]], dtype=torch.float64)
     affine = rotation @ torch.tensor([[scale[0], shear], [0.0, scale[1]]], dtype=torch.float64)
-    return torch.tensor([[*affine[0].tolist(), shift[0]], [*affine[1].tolist(), shift[1]], [*perspective, 1.0]],
-                        dtype=torch.float64)
+    return torch.tensor(
+        [[*affine[0].tolist(), shift[0]], [*affine[1].tolist(), shift[1]], [*perspective, 1.0]], dtype=torch.float64
+    )
 
 
 WARPS = {
@@ -130,8 +139,9 @@ WARPS = {
     "1/64-pixel shift": torch.tensor([[1, 0, 1 / 64], [0, 1, 3 / 64], [0, 0, 1]], dtype=torch.float64),
     "shrink": torch.tensor([[0.5, 0, 0], [0, 0.5, 0], [0, 0, 1]], dtype=torch.float64),
     "homography": homography(),
-    "steep homography": homography(angle=-2.0, scale=(2.5, 0.4), shear=-0.4, shift=(6.0, 3.0),
-                                   perspective=(-0.02, 0.015)),
+    "steep homography": homography(
+        angle=-2.0, scale=(2.5, 0.4), shear=-0.4, shift=(6.0, 3.0), perspective=(-0.02, 0.015)
+    ),
 }
 
 
@@ -176,8 +186,9 @@ def jacobian_of_backward(image_shape, warp, height, width):
     for i in range(height * width):
         unit = torch.zeros(height * width)
         unit[i] = 1
-        rows.append(torch.ops.workbook_cv.warp_perspective_backward(unit.reshape(height, width), warp,
-                                                                     *image_shape).flatten())
+        rows.append(
+            torch.ops.workbook_cv.warp_perspective_backward(unit.reshape(height, width), warp, *image_shape).flatten()
+        )
     return torch.stack(rows, dim=0)
 
 
@@ -198,8 +209,9 @@ def test_warp_gradcheck(channels):
     warp = WARPS["steep homography"]
     # float32 (the only dtype the op takes): central differences of a linear function are exact up
     # to float32 rounding, which eps = 1e-2 keeps below 1e-4.
-    assert torch.autograd.gradcheck(lambda im: torch.ops.workbook_cv.warp_perspective(im, warp, 5, 6), (image,),
-                                    eps=1e-2, atol=1e-3, rtol=1e-3)
+    assert torch.autograd.gradcheck(
+        lambda im: torch.ops.workbook_cv.warp_perspective(im, warp, 5, 6), (image,), eps=1e-2, atol=1e-3, rtol=1e-3
+    )
 
 
 def test_warp_gradient_for_warp_raises_naming_the_op_and_argument():
@@ -236,6 +248,7 @@ def test_compiled_warp_perspective_equals_eager_forward_and_backward():
 
 
 # ---- TensorStack -----------------------------------------------------------------------------
+
 
 class StackUser(torch.nn.Module):
     def __init__(self):

@@ -1,13 +1,24 @@
 """The wb_scatter ops (csrc/scatter) against a pure-PyTorch reference built on torch's native ops."""
+
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st, HealthCheck
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from workbook import scatter as S
 
 OPS = ["sum", "mean", "min", "max"]
-DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64,
-          torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+DTYPES = [
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -53,10 +64,16 @@ def problems(draw):
         index_shape = list(shape)
     groups = draw(st.integers(1, 6))
     use_dim_size = draw(st.booleans())
-    return dict(shape=shape, dim=dim, index_shape=index_shape, groups=groups,
-                dim_size=groups + draw(st.integers(0, 2)) if use_dim_size else None,
-                dtype=draw(st.sampled_from(DTYPES)), op=draw(st.sampled_from(OPS)),
-                seed=draw(st.integers(0, 2**16)))
+    return dict(
+        shape=shape,
+        dim=dim,
+        index_shape=index_shape,
+        groups=groups,
+        dim_size=groups + draw(st.integers(0, 2)) if use_dim_size else None,
+        dtype=draw(st.sampled_from(DTYPES)),
+        op=draw(st.sampled_from(OPS)),
+        seed=draw(st.integers(0, 2**16)),
+    )
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -137,7 +154,9 @@ def with_threads(count, function):
 
 def assert_same_with_nan(got, expected, what=""):
     assert torch.equal(got[0].isnan(), expected[0].isnan()), f"{what}: NaN differs:\n{got[0]}\n{expected[0]}"
-    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), f"{what}: values differ:\n{got[0]}\n{expected[0]}"
+    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), (
+        f"{what}: values differ:\n{got[0]}\n{expected[0]}"
+    )
     assert torch.equal(got[1], expected[1]), f"{what}: argindex differs:\n{got[1]}\n{expected[1]}"
 
 
@@ -259,7 +278,7 @@ def test_non_contiguous_out_is_written_in_place(op):
 @pytest.mark.parametrize("op", OPS)
 def test_non_contiguous_src_and_index(op):
     g = torch.Generator().manual_seed(4)
-    src = integer_valued((7, 5), torch.float32, g).t()[:, ::2]   # (5, 4) with odd strides
+    src = integer_valued((7, 5), torch.float32, g).t()[:, ::2]  # (5, 4) with odd strides
     index = torch.randint(0, 4, (8, 5), generator=g).t()[:, ::2]
     assert not src.is_contiguous() and not index.is_contiguous()
     assert_same(op, ours(op, src, index, 1), reference(op, src.contiguous(), index.contiguous(), 1))
@@ -301,6 +320,7 @@ def _gradcheck_fn(op, index, dim, dim_size=None, with_out=False):
         out = start[0].clone() if with_out else None  # clone: out= is written in place
         result = ours(op, src, index, dim, out=out, dim_size=dim_size)
         return result[0] if op in ("min", "max") else result
+
     return f
 
 
@@ -348,17 +368,31 @@ BAD_INPUTS = {
     "float index": (lambda op: ours(op, SRC, INDEX.float(), 0), "index must be an integer tensor"),
     "int32 index": (lambda op: ours(op, SRC, INDEX.int(), 0), "index must be an int64 tensor"),
     "index out of range": (lambda op: ours(op, SRC, INDEX, 0, dim_size=3), r"index value 3 .* out of range"),
-    "negative index": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0), "index contains the negative value -1"),
-    "negative index with dim_size": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, dim_size=4),
-                                     r"index value -1 .* out of range"),
-    "shape mismatch": (lambda op: ours(op, SRC, torch.tensor([0, 1, 2]), 0), "index of shape .* cannot be broadcast against src"),
+    "negative index": (
+        lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0),
+        "index contains the negative value -1",
+    ),
+    "negative index with dim_size": (
+        lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, dim_size=4),
+        r"index value -1 .* out of range",
+    ),
+    "shape mismatch": (
+        lambda op: ours(op, SRC, torch.tensor([0, 1, 2]), 0),
+        "index of shape .* cannot be broadcast against src",
+    ),
     "index with more dims": (lambda op: ours(op, SRC, INDEX.view(6, 1, 1), 0), "index has 3 dimensions"),
     "wrong device (index)": (lambda op: ours(op, SRC, INDEX.to("meta"), 0), "index is on meta but src is on cpu"),
     "wrong device (out)": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3, device="meta")), "out is on meta"),
     "out of wrong shape": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 4)), "out has shape"),
-    "out of wrong dtype": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3, dtype=torch.double)), "out has dtype"),
+    "out of wrong dtype": (
+        lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3, dtype=torch.double)),
+        "out has dtype",
+    ),
     "dim out of range": (lambda op: ours(op, SRC, INDEX, 2), r"dim must be in \[-2, 2\)"),
-    "dim_size disagrees with out": (lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3), dim_size=5), "dim_size is 5"),
+    "dim_size disagrees with out": (
+        lambda op: ours(op, SRC, INDEX, 0, out=torch.zeros(4, 3), dim_size=5),
+        "dim_size is 5",
+    ),
     "negative dim_size": (lambda op: ours(op, SRC, INDEX, 0, dim_size=-1), "dim_size must be >= 0"),
     "0-d src": (lambda op: ours(op, torch.tensor(1.0), torch.tensor(0), 0), "src must have at least one dimension"),
     "bool src": (lambda op: ours(op, SRC > 0, INDEX, 0), "src has dtype Bool"),
@@ -402,6 +436,7 @@ def test_scatter_with_reduce_name():
 
 
 # ---- issue 12: messages the fuzz test (tests/test_fuzz.py) found or was asked to fix ----------------
+
 
 def test_none_src_or_index_is_named():
     with pytest.raises(RuntimeError, match="src must be a tensor, got None"):

@@ -6,11 +6,19 @@ and exercise 5.1's check on the GPU.
 Skipped without a CUDA GPU; WORKBOOK_CUDA_TESTS_DEVICE=cpu is a dry run of the tests' own logic
 (tests/cuda_device.py).
 """
+
 import pytest
 import torch
+from cuda_device import (
+    DEVICE,
+    MARKS,
+    back_on_current_stream,
+    divide_by_count_solution,
+    needs_real_gpu,
+    needs_two_gpus,
+    side_stream,
+)
 
-from cuda_device import (DEVICE, MARKS, back_on_current_stream, divide_by_count_solution, needs_real_gpu,
-                         needs_two_gpus, side_stream)
 from workbook import scatter
 from workbook.checking import FAILED, PASSED
 from workbook.exercises import ch05
@@ -26,8 +34,17 @@ def extension():
 # ---- scatter ----------------------------------------------------------------------------------
 
 SCATTER_OPS = ["sum", "mean", "min", "max"]
-SCATTER_DTYPES = [torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                  torch.float16, torch.bfloat16, torch.float32, torch.float64]
+SCATTER_DTYPES = [
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+]
 
 
 def scatter_op(name):
@@ -59,8 +76,9 @@ def assert_equal(got, expected, what=""):
     assert len(got) == len(expected)
     for position, (g, e) in enumerate(zip(got, expected)):
         assert g.dtype == e.dtype and g.shape == e.shape, (what, position, g.dtype, e.dtype, g.shape, e.shape)
-        assert torch.equal(g, e) or (g.is_floating_point() and torch.allclose(g, e, equal_nan=True, rtol=0, atol=0)), \
+        assert torch.equal(g, e) or (g.is_floating_point() and torch.allclose(g, e, equal_nan=True, rtol=0, atol=0)), (
             f"{what} output {position} differs at {(g != e).nonzero()[:5].tolist()}: {g[g != e][:5]} vs {e[g != e][:5]}"
+        )
 
 
 @pytest.mark.parametrize("dtype", SCATTER_DTYPES, ids=str)
@@ -77,8 +95,10 @@ def test_scatter_matches_cpu_exactly(name, dtype):
 def test_scatter_into_out_matches_cpu(name, dtype):
     src = integer_valued((30, 4), dtype, seed=3)
     index = torch.randint(0, 6, (30, 4), generator=torch.Generator().manual_seed(4))
-    for out in [integer_valued((7, 4), dtype, seed=5),  # contiguous
-                integer_valued((4, 7), dtype, seed=6).t()]:  # column-major
+    for out in [
+        integer_valued((7, 4), dtype, seed=5),  # contiguous
+        integer_valued((4, 7), dtype, seed=6).t(),
+    ]:  # column-major
         got, expected = run_both(name, src, index, dim=0, out=out)
         assert_equal(got, expected, f"scatter_{name} {dtype} out= (contiguous: {out.is_contiguous()})")
     device_out = integer_valued((7, 4), dtype, seed=5).to(DEVICE)
@@ -123,8 +143,11 @@ def test_scatter_opcheck_on_the_device(name):
     index = torch.tensor([0, 2, 2, 0, 3, 0], device=DEVICE)
     out = torch.randn(4, 3, generator=generator).to(DEVICE).requires_grad_() * 1  # not a leaf: written in place
     packet = getattr(torch.ops.wb_scatter, f"scatter_{name}")
-    for overload, args in [(packet.default, (src, index, 0, None)), (packet.default, (src, index, 0, 5)),
-                           (packet.accumulate, (src, index, 0, out))]:
+    for overload, args in [
+        (packet.default, (src, index, 0, None)),
+        (packet.default, (src, index, 0, 5)),
+        (packet.accumulate, (src, index, 0, out)),
+    ]:
         results = torch.library.opcheck(overload, args)
         assert all(result == "SUCCESS" for result in results.values()), (overload, results)
 
@@ -188,7 +211,10 @@ def test_scatter_gradcheck_on_device(name):
     generator = torch.Generator().manual_seed(13)
     src = torch.randn(12, 3, generator=generator, dtype=torch.float64).to(DEVICE).requires_grad_()
     index = torch.tensor([0, 1, 0, 2, 2, 2, 4, 0, 1, 4, 4, 1], device=DEVICE)  # group 3 is empty
-    function = lambda s: as_tuple(scatter_op(name)(s, index, 0, None, 5))[0]
+
+    def function(s):
+        return as_tuple(scatter_op(name)(s, index, 0, None, 5))[0]
+
     assert torch.autograd.gradcheck(function, (src,), eps=1e-6, atol=1e-6)
 
 
@@ -248,6 +274,7 @@ def test_scatter_on_the_second_gpu_runs_there(name):
 
 # ---- exercise 5.1 on the GPU ---------------------------------------------------------------------
 
+
 @pytest.fixture
 def lenient(monkeypatch):
     monkeypatch.delenv("WORKBOOK_STRICT", raising=False)
@@ -260,12 +287,18 @@ def test_exercise_solution_passes_on_the_gpu(lenient):
 
 
 @needs_real_gpu
-@pytest.mark.parametrize("mistake, replacement, says", [
-    ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),  # ignores the layout
-    ("c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]", "sums[e] / static_cast<scalar_t>(c)",
-     "is wrong at index"),  # divides empty groups by 0
-    ("(n + threads - 1) / threads", "n / threads", ""),  # too few blocks: the tail stays NaN, or 0 blocks
-])
+@pytest.mark.parametrize(
+    "mistake, replacement, says",
+    [
+        ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),  # ignores the layout
+        (
+            "c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]",
+            "sums[e] / static_cast<scalar_t>(c)",
+            "is wrong at index",
+        ),  # divides empty groups by 0
+        ("(n + threads - 1) / threads", "n / threads", ""),  # too few blocks: the tail stays NaN, or 0 blocks
+    ],
+)
 def test_exercise_mistakes_fail_on_the_gpu(lenient, mistake, replacement, says):
     source = divide_by_count_solution()
     assert mistake in source

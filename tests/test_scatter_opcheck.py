@@ -5,6 +5,7 @@ test_aot_dispatch_dynamic) on each overload: the schema tells the truth about mu
 aliasing, autograd sits at the Autograd key, the fake kernel gives the real result's shapes,
 strides and dtypes, and AOTAutograd can trace the op (forward and backward) with dynamic shapes.
 """
+
 import pytest
 import torch
 
@@ -31,7 +32,12 @@ def _index(shape, groups, seed):
 
 # (src, index, dim, dim_size) for the functional overloads.
 FUNCTIONAL = {
-    "1-D index broadcast, dim_size=None": lambda: (_random((6, 3), torch.float32, 1, True), _index((6,), 4, 2), 0, None),
+    "1-D index broadcast, dim_size=None": lambda: (
+        _random((6, 3), torch.float32, 1, True),
+        _index((6,), 4, 2),
+        0,
+        None,
+    ),
     "1-D index broadcast, dim_size given": lambda: (_random((6, 3), torch.float32, 1, True), _index((6,), 4, 2), 0, 5),
     "non-contiguous src, 2-D index": lambda: (_random((3, 6), torch.float64, 3, True).t(), _index((6, 3), 4, 4), 0, 4),
     "leading-dims index, dim=-2": lambda: (_random((2, 5, 3), torch.float64, 5, True), _index((2, 5), 3, 6), -2, None),
@@ -46,20 +52,48 @@ FUNCTIONAL = {
 # (src, index, dim, out) for the accumulate overloads. An out that requires grad must not be a
 # leaf (it is written in place), so it is the result of an op on a leaf.
 ACCUMULATE = {
-    "float32, src requires grad": lambda: (_random((6, 3), torch.float32, 1, True), _index((6,), 4, 2), 0,
-                                           _random((4, 3), torch.float32, 13)),
-    "out requires grad": lambda: (_random((6, 3), torch.float64, 1), _index((6,), 4, 2), 0,
-                                  _random((4, 3), torch.float64, 13, True) * 1),
-    "both require grad, non-contiguous out": lambda: (_random((6, 3), torch.float64, 1, True), _index((6, 3), 4, 2), 0,
-                                                      _random((3, 5), torch.float64, 14, True).t() * 1),
-    "empty src": lambda: (_random((0, 3), torch.float32, 7, True), _index((0,), 1, 8), 0,
-                          _random((2, 3), torch.float32, 15)),
-    "int64, dim=-1": lambda: (_random((3, 6), torch.int64, 9), _index((3, 6), 4, 10), -1,
-                              _random((3, 4), torch.int64, 16)),
-    "float16": lambda: (_random((6, 3), torch.float16, 11, True), _index((6,), 4, 12), 0,
-                        _random((4, 3), torch.float16, 17)),
-    "bfloat16": lambda: (_random((6, 3), torch.bfloat16, 11, True), _index((6,), 4, 12), 0,
-                         _random((4, 3), torch.bfloat16, 17)),
+    "float32, src requires grad": lambda: (
+        _random((6, 3), torch.float32, 1, True),
+        _index((6,), 4, 2),
+        0,
+        _random((4, 3), torch.float32, 13),
+    ),
+    "out requires grad": lambda: (
+        _random((6, 3), torch.float64, 1),
+        _index((6,), 4, 2),
+        0,
+        _random((4, 3), torch.float64, 13, True) * 1,
+    ),
+    "both require grad, non-contiguous out": lambda: (
+        _random((6, 3), torch.float64, 1, True),
+        _index((6, 3), 4, 2),
+        0,
+        _random((3, 5), torch.float64, 14, True).t() * 1,
+    ),
+    "empty src": lambda: (
+        _random((0, 3), torch.float32, 7, True),
+        _index((0,), 1, 8),
+        0,
+        _random((2, 3), torch.float32, 15),
+    ),
+    "int64, dim=-1": lambda: (
+        _random((3, 6), torch.int64, 9),
+        _index((3, 6), 4, 10),
+        -1,
+        _random((3, 4), torch.int64, 16),
+    ),
+    "float16": lambda: (
+        _random((6, 3), torch.float16, 11, True),
+        _index((6,), 4, 12),
+        0,
+        _random((4, 3), torch.float16, 17),
+    ),
+    "bfloat16": lambda: (
+        _random((6, 3), torch.bfloat16, 11, True),
+        _index((6,), 4, 12),
+        0,
+        _random((4, 3), torch.bfloat16, 17),
+    ),
 }
 
 
@@ -94,6 +128,7 @@ def test_fake_kernel_size_is_data_dependent_only_without_dim_size(ops):
 
 
 # ---- torch.compile -------------------------------------------------------------------------------
+
 
 def pooled(src, index, dim_size):
     total = scatter.scatter_sum(src, index, 0, dim_size=dim_size)

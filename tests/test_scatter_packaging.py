@@ -7,6 +7,7 @@ of its own, so the test never changes the project's virtual environment; it is i
 Python process, because a process can register the wb_scatter namespace only once and this one may
 hold the JIT build already.
 """
+
 import json
 import subprocess
 

@@ -1,8 +1,8 @@
 """`make setup` installs only what is missing, and says exactly what to install when it cannot."""
+
 import os
 import shutil
 import subprocess
-
 
 from workbook import REPO_ROOT
 
@@ -11,8 +11,14 @@ MISSING = "libworkbook-test-dev:/nonexistent/workbook-test.h"
 
 def make(*arguments, path=None):
     env = dict(os.environ, PATH=path or os.environ["PATH"])
-    return subprocess.run(["make", "--no-print-directory", "-s", *arguments], cwd=REPO_ROOT, env=env,
-                          capture_output=True, text=True, timeout=600)
+    return subprocess.run(
+        ["make", "--no-print-directory", "-s", *arguments],
+        cwd=REPO_ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
 
 
 def fake_bin(tmp_path, *, fakes):

@@ -3,19 +3,30 @@
 Both libraries are loaded in this process: their namespaces differ (wb_scatter_stable, wb_scatter).
 The stable wheel is built once into build/stable/ and reused while csrc/scatter_stable is unchanged.
 """
+
 import re
 from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from workbook import scatter as S
 from workbook import stable
 
 OPS = ["sum", "mean", "min", "max"]
-DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64,
-          torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+DTYPES = [
+    torch.float16,
+    torch.bfloat16,
+    torch.float32,
+    torch.float64,
+    torch.uint8,
+    torch.int8,
+    torch.int16,
+    torch.int32,
+    torch.int64,
+]
 NAN = float("nan")
 
 
@@ -43,8 +54,9 @@ def assert_same(op, got, expected, what=""):
         got, expected = (got, None), (expected, None)
     assert got[0].dtype == expected[0].dtype and got[0].shape == expected[0].shape, f"{what}: {got[0]} vs {expected[0]}"
     assert torch.equal(got[0].isnan(), expected[0].isnan()), f"{what}: NaN differs:\n{got[0]}\n{expected[0]}"
-    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), \
+    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), (
         f"{what}: values differ:\n{got[0]}\n{expected[0]}"
+    )
     if expected[1] is not None:
         assert torch.equal(got[1], expected[1]), f"{what}: argindex differs:\n{got[1]}\n{expected[1]}"
 
@@ -90,10 +102,17 @@ def case(name, g):
     raise KeyError(name)
 
 
-CASES = ["1-D", "2-D full index along dim 1", "1-D index broadcast over features",
-         "leading index, 3-D src, negative dim", "non-contiguous src and index",
-         "permuted 3-D index (copied, strides do not fold)", "empty src", "empty src, dim_size given",
-         "empty trailing dimension"]
+CASES = [
+    "1-D",
+    "2-D full index along dim 1",
+    "1-D index broadcast over features",
+    "leading index, 3-D src, negative dim",
+    "non-contiguous src and index",
+    "permuted 3-D index (copied, strides do not fold)",
+    "empty src",
+    "empty src, dim_size given",
+    "empty trailing dimension",
+]
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -126,8 +145,16 @@ def problems(draw):
     index_shape = {"full": shape, "1-D": [shape[dim]], "leading": shape[: dim % ndim + 1]}[form]
     groups = draw(st.integers(1, 6))
     dim_size = draw(st.one_of(st.none(), st.integers(groups, groups + 2)))
-    return dict(shape=shape, dim=dim, index_shape=index_shape, groups=groups, dim_size=dim_size,
-                dtype=draw(st.sampled_from(DTYPES)), op=draw(st.sampled_from(OPS)), seed=draw(st.integers(0, 2**16)))
+    return dict(
+        shape=shape,
+        dim=dim,
+        index_shape=index_shape,
+        groups=groups,
+        dim_size=dim_size,
+        dtype=draw(st.sampled_from(DTYPES)),
+        op=draw(st.sampled_from(OPS)),
+        seed=draw(st.integers(0, 2**16)),
+    )
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -215,11 +242,16 @@ def test_half_precision_sums_accumulate_in_float32():
 
 # ---- opcheck and autograd --------------------------------------------------------------------
 
+
 def opcheck_samples():
     g = torch.Generator().manual_seed(5)
     return [
-        (torch.randn(5, 4, dtype=torch.double, generator=g, requires_grad=True),
-         torch.randint(0, 3, (5, 4), generator=g), 0, 4),
+        (
+            torch.randn(5, 4, dtype=torch.double, generator=g, requires_grad=True),
+            torch.randint(0, 3, (5, 4), generator=g),
+            0,
+            4,
+        ),
         (torch.randn(6, 3, generator=g, requires_grad=True), torch.tensor([0, 2, 2, 0, 3, 0]), 0, None),
         (torch.randn(2, 7, generator=g), torch.randint(0, 3, (7,), generator=g), -1, 3),
     ]
@@ -284,12 +316,18 @@ BAD_INPUTS = {
     "float index": (lambda op: ours(op, SRC, INDEX.float(), 0), "index must be an integer tensor .* got dtype Float"),
     "int32 index": (lambda op: ours(op, SRC, INDEX.int(), 0), "index must be an int64 tensor, got dtype Int"),
     "index out of range": (lambda op: ours(op, SRC, INDEX, 0, 3), r"index value 3 at position 4 .* out of range"),
-    "negative index": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0),
-                       "index contains the negative value -1"),
-    "negative index with dim_size": (lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, 4),
-                                     r"index value -1 at position 1 .* out of range"),
-    "shape mismatch": (lambda op: ours(op, SRC, torch.tensor([0, 1, 2]), 0),
-                       r"index of shape \[3\] cannot be broadcast against src of shape \[6, 3\]"),
+    "negative index": (
+        lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0),
+        "index contains the negative value -1",
+    ),
+    "negative index with dim_size": (
+        lambda op: ours(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, 4),
+        r"index value -1 at position 1 .* out of range",
+    ),
+    "shape mismatch": (
+        lambda op: ours(op, SRC, torch.tensor([0, 1, 2]), 0),
+        r"index of shape \[3\] cannot be broadcast against src of shape \[6, 3\]",
+    ),
     "index with more dims": (lambda op: ours(op, SRC, INDEX.view(6, 1, 1), 0), "index has 3 dimensions"),
     "dim out of range": (lambda op: ours(op, SRC, INDEX, 2), r"dim must be in \[-2, 2\) .* got 2"),
     "negative dim_size": (lambda op: ours(op, SRC, INDEX, 0, -1), "dim_size must be >= 0, got -1"),
@@ -315,10 +353,12 @@ def test_out_of_range_error_names_the_first_bad_value_whatever_the_threads():
             with_threads(threads, lambda: ours("sum", torch.ones(200_000), index, 0, 3))
         # error_text drops STD_TORCH_CHECK's "function, /path/file.cpp:LINE, " prefix
         assert stable.error_text(error.value) == (
-            "index value 7 at position 3 along dim is out of range: index values must lie in [0, dim_size) = [0, 3)")
+            "index value 7 at position 3 along dim is out of range: index values must lie in [0, dim_size) = [0, 3)"
+        )
 
 
 # ---- the package -----------------------------------------------------------------------------
+
 
 def test_an_unchanged_source_tree_is_neither_rebuilt_nor_reinstalled():
     wheel, library = stable.wheel_path(), next((stable.SITE / "wb_scatter_stable").glob("_C*.so"))
@@ -357,15 +397,18 @@ def test_a_second_copy_of_the_library_is_refused_not_loaded(tmp_path):
     """Loading another copy of the library would kill the process; the package raises ImportError instead."""
     other_copy = tmp_path / "other_copy.so"
     other_copy.write_bytes(next((stable.SITE / "wb_scatter_stable").glob("_C*.so")).read_bytes())
-    code = ("import torch\n"
-            f"torch.ops.load_library({str(other_copy)!r})\n"
-            "try:\n"
-            "    import wb_scatter_stable\n"
-            "except ImportError as error:\n"
-            "    print(str(error).split(';')[0])\n")
+    code = (
+        "import torch\n"
+        f"torch.ops.load_library({str(other_copy)!r})\n"
+        "try:\n"
+        "    import wb_scatter_stable\n"
+        "except ImportError as error:\n"
+        "    print(str(error).split(';')[0])\n"
+    )
     printed = S.run_python(code, path=stable.SITE)
-    assert printed.strip() == ("the wb_scatter_stable ops are already registered in this process by another copy "
-                               "of the library")
+    assert printed.strip() == (
+        "the wb_scatter_stable ops are already registered in this process by another copy of the library"
+    )
 
 
 def test_ninja_log_times_reads_the_last_entry_of_each_output(tmp_path):

@@ -1,5 +1,6 @@
 """Exercise checks of chapters 06 and 07 pass on the solutions, report the stubs as not attempted, explain
 wrong implementations, and accept a corrected library in the process that loaded the stub."""
+
 import ast
 from typing import List
 
@@ -131,8 +132,9 @@ def test_gaussian_blur_check_wants_ksize_validated():
     assert outcome.status == "failed" and "should raise: ksize must be odd" in outcome.explanation
 
 
-def blur_then_warp(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
-                   sigma: float) -> torch.Tensor:
+def blur_then_warp(
+    image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+) -> torch.Tensor:
     blurred = torch.ops.workbook_cv.gaussian_blur(image, ksize, sigma)
     return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
 
@@ -146,8 +148,9 @@ def test_blur_then_warp_check_explains_mistakes():
     assert outcome.status == "failed" and "@torch.jit.script" in outcome.explanation
 
     @torch.jit.script
-    def warp_then_blur(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
-                       sigma: float) -> torch.Tensor:
+    def warp_then_blur(
+        image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+    ) -> torch.Tensor:
         warped = torch.ops.workbook_cv.warp_perspective(image, warp, height, width)
         return torch.ops.workbook_cv.gaussian_blur(warped, ksize, sigma)
 
@@ -155,8 +158,9 @@ def test_blur_then_warp_check_explains_mistakes():
     assert outcome.status == "failed" and "is wrong at index" in outcome.explanation
 
     @torch.jit.script
-    def warp_only(image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int,
-                  sigma: float) -> torch.Tensor:
+    def warp_only(
+        image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+    ) -> torch.Tensor:
         return torch.ops.workbook_cv.warp_perspective(image, warp, height, width)
 
     outcome = ch06.check_blur_then_warp(warp_only)
@@ -225,6 +229,7 @@ def test_a_second_torch_library_for_a_namespace_aborts_the_process(tmp_path):
 
 # ---- 6.1 and 7.1 in the notebooks: the stub, then a corrected library, in one process ---------------------
 
+
 def notebook_string(chapter: str, grade_id: str, *, stub: bool) -> str:
     """The C++ source string that the exercise cell assigns (first statement), as solution or as stub."""
     notebook = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
@@ -241,8 +246,9 @@ def test_a_corrected_gaussian_blur_loads_after_the_stub_without_a_restart():
 
 
 def test_a_corrected_recent_strings_loads_after_the_stub_without_a_restart():
-    sources = [notebook_string("07_torchscript_custom_classes", "ch07-recent-strings", stub=stub)
-               for stub in (True, False)]
+    sources = [
+        notebook_string("07_torchscript_custom_classes", "ch07-recent-strings", stub=stub) for stub in (True, False)
+    ]
     stub_classes, solved_classes = (fresh_library.classes("workbook_recent", source) for source in sources)
     assert ch07.check_recent_strings(stub_classes.RecentStrings).status == checking.NOT_ATTEMPTED
     assert ch07.check_recent_strings(solved_classes.RecentStrings).passed
@@ -255,6 +261,7 @@ def test_a_source_without_the_namespace_word_is_refused():
 
 # ---- 6.3 Thumbnail ----------------------------------------------------------------------------------------
 
+
 class Thumbnail(torch.nn.Module):
     def __init__(self, size: int):
         super().__init__()
@@ -262,8 +269,9 @@ class Thumbnail(torch.nn.Module):
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         height, width = image.size(0), image.size(1)
-        scaling = torch.tensor([[self.size / width, 0.0, 0.0], [0.0, self.size / height, 0.0], [0.0, 0.0, 1.0]],
-                               dtype=torch.float64)
+        scaling = torch.tensor(
+            [[self.size / width, 0.0, 0.0], [0.0, self.size / height, 0.0], [0.0, 0.0, 1.0]], dtype=torch.float64
+        )
         out = torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
         if out.dim() == 3:
             out = out.mean(dim=-1)
@@ -277,15 +285,19 @@ class ThumbnailStub(Thumbnail):
 
 class ThumbnailAlwaysAverages(Thumbnail):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        scaling = torch.tensor([[self.size / image.size(1), 0.0, 0.0], [0.0, self.size / image.size(0), 0.0],
-                                [0.0, 0.0, 1.0]], dtype=torch.float64)
+        scaling = torch.tensor(
+            [[self.size / image.size(1), 0.0, 0.0], [0.0, self.size / image.size(0), 0.0], [0.0, 0.0, 1.0]],
+            dtype=torch.float64,
+        )
         return torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size).mean(dim=-1)
 
 
 class ThumbnailSwapsSides(Thumbnail):
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        scaling = torch.tensor([[self.size / image.size(0), 0.0, 0.0], [0.0, self.size / image.size(1), 0.0],
-                                [0.0, 0.0, 1.0]], dtype=torch.float64)
+        scaling = torch.tensor(
+            [[self.size / image.size(0), 0.0, 0.0], [0.0, self.size / image.size(1), 0.0], [0.0, 0.0, 1.0]],
+            dtype=torch.float64,
+        )
         out = torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
         return out.mean(dim=-1) if out.dim() == 3 else out
 
@@ -304,17 +316,21 @@ def test_thumbnail_stub_is_not_attempted():
     assert ch06.check_thumbnail(ThumbnailStub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (ThumbnailAlwaysAverages, "(25, 50) image has shape (16,), expected (16, 16)"),
-    (ThumbnailSwapsSides, "is wrong at index"),
-    (ThumbnailWithNumpy, "TorchScript cannot compile Thumbnail"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (ThumbnailAlwaysAverages, "(25, 50) image has shape (16,), expected (16, 16)"),
+        (ThumbnailSwapsSides, "is wrong at index"),
+        (ThumbnailWithNumpy, "TorchScript cannot compile Thumbnail"),
+    ],
+)
 def test_thumbnail_check_explains_wrong_answers(wrong, says):
     outcome = ch06.check_thumbnail(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, outcome
 
 
 # ---- 7.3 Accumulator --------------------------------------------------------------------------------------
+
 
 class Accumulator(torch.nn.Module):
     def __init__(self):
@@ -368,11 +384,14 @@ def test_accumulator_stub_is_not_attempted():
     assert ch07.check_accumulator(AccumulatorStub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize("wrong, says", [
-    (AccumulatorReturnsTheInput, "the result of call 2"),
-    (AccumulatorResetKeepsItems, "reset() returned 2 and left 2 tensor(s)"),
-    (AccumulatorWithAList, "a torch.classes.workbook_classes.TensorStack; got list"),
-])
+@pytest.mark.parametrize(
+    "wrong, says",
+    [
+        (AccumulatorReturnsTheInput, "the result of call 2"),
+        (AccumulatorResetKeepsItems, "reset() returned 2 and left 2 tensor(s)"),
+        (AccumulatorWithAList, "a torch.classes.workbook_classes.TensorStack; got list"),
+    ],
+)
 def test_accumulator_check_explains_wrong_answers(wrong, says):
     outcome = ch07.check_accumulator(wrong)
     assert outcome.status == checking.FAILED and says in outcome.explanation, outcome

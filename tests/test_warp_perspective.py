@@ -1,4 +1,5 @@
 """workbook_cv::warp_perspective (csrc/warp_perspective, chapter 06) against pip's OpenCV, bit for bit."""
+
 import cv2
 import numpy as np
 import pytest
@@ -51,16 +52,18 @@ def random_image(shape, channels, seed):
 
 
 @settings(max_examples=50, deadline=None)
-@given(warp=homographies(), shape=shapes, output=shapes, channels=st.sampled_from([2, 3, 4]),
-       seed=st.integers(0, 2**16))
+@given(
+    warp=homographies(), shape=shapes, output=shapes, channels=st.sampled_from([2, 3, 4]), seed=st.integers(0, 2**16)
+)
 def test_multichannel_images_match_opencv_bit_for_bit(warp, shape, output, channels, seed):
     image = random_image(shape, channels, seed)
     assert torch.equal(warp_perspective(image, warp, *output), opencv(image, warp, *output))
 
 
 @settings(max_examples=40, deadline=None)
-@given(warp=homographies(), shape=shapes, output=shapes, channels=st.sampled_from([None, 1]),
-       seed=st.integers(0, 2**16))
+@given(
+    warp=homographies(), shape=shapes, output=shapes, channels=st.sampled_from([None, 1]), seed=st.integers(0, 2**16)
+)
 def test_single_channel_images_match_opencv(warp, shape, output, channels, seed):
     """OpenCV 4.6 (linked here) has one code path for every channel count; pip's OpenCV 4.1x added a
     vectorised single-channel float kernel that rounds the last bit differently. The op equals, bit for
@@ -151,8 +154,10 @@ def test_jit_and_setuptools_builds_match_opencv():
 
 def test_tensors_of_a_backend_without_a_kernel_are_refused_by_the_dispatcher():
     """Only a CPU kernel is registered (and the fake one, below): the dispatcher names the missing backend."""
-    with pytest.raises(NotImplementedError, match="Could not run 'workbook_cv::warp_perspective' with arguments "
-                                                  "from the 'SparseCPU' backend"):
+    with pytest.raises(
+        NotImplementedError,
+        match="Could not run 'workbook_cv::warp_perspective' with arguments from the 'SparseCPU' backend",
+    ):
         warp_perspective(torch.rand(4, 4).to_sparse(), torch.eye(3), 4, 4)
 
 

@@ -3,6 +3,7 @@
 Nothing here imports torch at import time, so `python -m workbook.generate` and the doctor's
 first checks work even before PyTorch is installed.
 """
+
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent

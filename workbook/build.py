@@ -17,6 +17,7 @@ workbook's conventions:
   CMake's, see `first_compiler_error`), with paths relative to the repository, and keeps the full
   log in a file.
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -206,6 +207,7 @@ def _translate_build_failure(name: str, build, **kwargs):
 
 # ---- CMake projects and other build commands --------------------------------------------------
 
+
 def cmake_options(options: dict | None = None) -> dict:
     """The options every CMake project is configured with, then `options`: a Release build against this
     torch, and ccache as the compiler launcher when it is installed (a launcher that is not there fails
@@ -222,8 +224,15 @@ def cmake_options(options: dict | None = None) -> dict:
 def cmake_configure_command(source_dir, build_dir, options: dict | None = None) -> list[str]:
     """The `cmake` command that configures `source_dir` into `build_dir` (Ninja when there is one)."""
     generator = ["-G", "Ninja"] if ensure_ninja_on_path() else []
-    return ["cmake", "-S", str(source_dir), "-B", str(build_dir), *generator,
-            *(f"-D{key}={value}" for key, value in cmake_options(options).items())]
+    return [
+        "cmake",
+        "-S",
+        str(source_dir),
+        "-B",
+        str(build_dir),
+        *generator,
+        *(f"-D{key}={value}" for key, value in cmake_options(options).items()),
+    ]
 
 
 def cmake_build(project: str, source_dir, *, options: dict | None = None, targets=None, build_dir=None) -> Path:
@@ -274,8 +283,9 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
     ensure_ninja_on_path()
     environment = dict(os.environ, LC_ALL="C")  # ASCII messages whatever the learner's locale
     with build_progress.shown(project):
-        result = subprocess.run([str(word) for word in command], capture_output=True, text=True,
-                                cwd=cwd or REPO_ROOT, env=environment)
+        result = subprocess.run(
+            [str(word) for word in command], capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment
+        )
     if result.returncode == 0:
         return result
     output = result.stdout + result.stderr
@@ -290,6 +300,7 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
 
 
 # ---- reading build logs -------------------------------------------------------------------------
+
 
 def first_compiler_error(output: str) -> str:
     """The first error of a build log, with the lines that explain it: CMake's message below a

@@ -18,6 +18,7 @@ A build that finishes within `DELAY_S` (nothing to rebuild) shows nothing anywhe
 compiled is read from the command lines of this process's descendants (Linux's /proc): a compiler
 run with `-c` on a source file; elsewhere the line shows only the time.
 """
+
 from __future__ import annotations
 
 import contextlib

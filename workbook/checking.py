@@ -17,6 +17,7 @@ failed. In strict mode a pass is printed and the check returns None, because nbg
 cell by its output: an error scores nothing, printed text full marks, and a returned value must be a
 number of points.
 """
+
 from __future__ import annotations
 
 import functools

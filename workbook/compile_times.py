@@ -14,6 +14,7 @@ compile cold with a given set of #includes? It calls the compiler directly (ccac
 per machine and keeps the seconds and the preprocessed line count in build/compile_costs.json, keyed by
 compiler version, torch version, flags and source text; `remeasure=True` measures again.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,10 @@ def read_ninja_log(log_path) -> list[StepTime]:
             continue
         fields = line.split("\t")
         if len(fields) != 5:
-            raise ValueError(f"{relative_to_repo(log_path)}, line {number}: expected 5 tab-separated fields "
-                             f"(start, end, mtime, output, hash), got {len(fields)}")
+            raise ValueError(
+                f"{relative_to_repo(log_path)}, line {number}: expected 5 tab-separated fields "
+                f"(start, end, mtime, output, hash), got {len(fields)}"
+            )
         start_ms, end_ms, _mtime, output, _hash = fields
         seconds = (int(end_ms) - int(start_ms)) / 1000
         output = output.removeprefix(f"{log_path.parent}/")  # setuptools names its objects by absolute path
@@ -86,11 +89,22 @@ def collect(roots, links: bool = False) -> list[StepTime]:
 def format_table(steps: list[StepTime]) -> str:
     if not steps:
         return "no ninja logs with compile steps found (build something first)"
-    rows = [(f"{step.last_seconds:6.1f}", f"{step.slowest_seconds:9.1f}", f"{step.builds:6d}",
-             relative_to_repo(step.build_folder), step.output) for step in steps]
+    rows = [
+        (
+            f"{step.last_seconds:6.1f}",
+            f"{step.slowest_seconds:9.1f}",
+            f"{step.builds:6d}",
+            relative_to_repo(step.build_folder),
+            step.output,
+        )
+        for step in steps
+    ]
     folder_width = max(len(row[3]) for row in rows)
     lines = [f"{'last s':>6} {'slowest s':>9} {'builds':>6}  {'build folder':{folder_width}}  output"]
-    lines += [f"{last} {slowest} {builds}  {folder:{folder_width}}  {output}" for last, slowest, builds, folder, output in rows]
+    lines += [
+        f"{last} {slowest} {builds}  {folder:{folder_width}}  {output}"
+        for last, slowest, builds, folder, output in rows
+    ]
     return "\n".join(lines)
 
 
@@ -106,23 +120,28 @@ def compile_flags() -> list[str]:
     and Python's include folders."""
     from torch.utils.cpp_extension import include_paths
 
-    return ["-std=c++20", "-fPIC", "-O0", *(f"-isystem{path}" for path in include_paths()),
-            f"-isystem{sysconfig.get_paths()['include']}"]
+    return [
+        "-std=c++20",
+        "-fPIC",
+        "-O0",
+        *(f"-isystem{path}" for path in include_paths()),
+        f"-isystem{sysconfig.get_paths()['include']}",
+    ]
 
 
 def compiler_command() -> str:
     return os.environ.get("CXX", "c++")
 
 
-def header_cost(source: str, *, remeasure: bool = False, compiler: str | None = None, flags=None,
-                cache_file=COSTS_FILE) -> HeaderCost:
+def header_cost(
+    source: str, *, remeasure: bool = False, compiler: str | None = None, flags=None, cache_file=COSTS_FILE
+) -> HeaderCost:
     """The cold compile time and preprocessed size of `source` (includes and code), cached per machine."""
     import torch
 
     compiler = compiler or compiler_command()
     flags = compile_flags() if flags is None else list(flags)
-    key_fields = {"compiler": _compiler_version(compiler), "torch": torch.__version__, "flags": flags,
-                  "source": source}
+    key_fields = {"compiler": _compiler_version(compiler), "torch": torch.__version__, "flags": flags, "source": source}
     key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()
     cache_file = Path(cache_file)
     cache_file.parent.mkdir(parents=True, exist_ok=True)
@@ -138,9 +157,10 @@ def header_cost(source: str, *, remeasure: bool = False, compiler: str | None = 
 
 def header_costs(include_sets: dict[str, list[str]], remeasure: bool = False) -> dict[str, HeaderCost]:
     """{label: header_cost of TINY_OP after those headers' #include lines} for {label: [header, ...]}."""
-    return {label: header_cost("".join(f"#include <{header}>\n" for header in headers) + TINY_OP,
-                               remeasure=remeasure)
-            for label, headers in include_sets.items()}
+    return {
+        label: header_cost("".join(f"#include <{header}>\n" for header in headers) + TINY_OP, remeasure=remeasure)
+        for label, headers in include_sets.items()
+    }
 
 
 def preprocessed_lines(compiler: str, flags, source_path: Path) -> int:
@@ -160,8 +180,13 @@ def _measure(compiler: str, flags, source: str) -> tuple[float, int]:
 def run_compiler(compiler: str, arguments, cwd=None) -> subprocess.CompletedProcess:
     """Run the compiler with ccache off (some systems install ccache as `c++` itself) and plain ASCII
     messages; a failure raises RuntimeError with the compiler's first error line."""
-    result = subprocess.run([*compiler.split(), *arguments], env=dict(os.environ, CCACHE_DISABLE="1", LC_ALL="C"),
-                            cwd=cwd, capture_output=True, text=True)
+    result = subprocess.run(
+        [*compiler.split(), *arguments],
+        env=dict(os.environ, CCACHE_DISABLE="1", LC_ALL="C"),
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+    )
     if result.returncode != 0:
         first_error = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
         raise RuntimeError(f"{compiler} failed: {first_error}")
@@ -182,8 +207,13 @@ def _locked(lock_path: Path):
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("roots", nargs="*", type=Path, default=[BUILD_DIR],
-                        help="folders searched for .ninja_log files (default: build/)")
+    parser.add_argument(
+        "roots",
+        nargs="*",
+        type=Path,
+        default=[BUILD_DIR],
+        help="folders searched for .ninja_log files (default: build/)",
+    )
     parser.add_argument("--links", action="store_true", help="list link steps as well as compiled objects")
     arguments = parser.parse_args(argv)
     print(format_table(collect(arguments.roots, links=arguments.links)))

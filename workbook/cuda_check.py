@@ -19,6 +19,7 @@ nvcc needs 20-60 s per file against torch's headers, so results are cached under
 (found by nvcc's dependency output and compared by content), the flags, nvcc or torch changed.
 A failure is cached too, as long as neither the file, nor a header beside it or in csrc/, changed.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,9 @@ ARCH = "sm_90"
 _CACHE_FORMAT = 1
 _HEADER_SUFFIXES = {".h", ".hpp", ".cuh", ".inl"}
 
-_ERROR_LINE = re.compile(r"(\(\d+\): (catastrophic )?error\b|:\d+(:\d+)?: (fatal )?error\b|\berror\b\s*:)", re.IGNORECASE)
+_ERROR_LINE = re.compile(
+    r"(\(\d+\): (catastrophic )?error\b|:\d+(:\d+)?: (fatal )?error\b|\berror\b\s*:)", re.IGNORECASE
+)
 
 OK, FAILED, SKIPPED = "compiles", "does not compile", "skipped"
 
@@ -102,7 +105,9 @@ def find_nvcc() -> str | None:
 
 
 def nvcc_missing_reason() -> str:
-    return "nvcc not found: install the CUDA toolkit (or put its bin/ on PATH, or set CUDA_HOME) to compile-check kernels"
+    return (
+        "nvcc not found: install the CUDA toolkit (or put its bin/ on PATH, or set CUDA_HOME) to compile-check kernels"
+    )
 
 
 _version_cache: dict[str, str] = {}
@@ -202,8 +207,17 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     """Run nvcc; return the result and the dependencies to key a cache record on (None: do not cache)."""
     depfile = entry / "deps.d"
     depfile.unlink(missing_ok=True)
-    command = [nvcc, *flags, *(f"-I{d}" for d in includes), "-MD", "-MF", str(depfile),
-               str(path), "-o", str(entry / "kernel.o")]
+    command = [
+        nvcc,
+        *flags,
+        *(f"-I{d}" for d in includes),
+        "-MD",
+        "-MF",
+        str(depfile),
+        str(path),
+        "-o",
+        str(entry / "kernel.o"),
+    ]
     environment = dict(os.environ, LC_ALL="C")
     started = time.perf_counter()
     try:
@@ -282,8 +296,15 @@ def _read_record(path: Path):
 
 
 def _write_record(path: Path, key: str, result: CompileResult, dependencies: dict) -> None:
-    record = {"format": _CACHE_FORMAT, "key": key, "status": result.status, "first_error": result.first_error,
-              "log": result.log, "seconds": round(result.seconds, 1), "dependencies": dependencies}
+    record = {
+        "format": _CACHE_FORMAT,
+        "key": key,
+        "status": result.status,
+        "first_error": result.first_error,
+        "log": result.log,
+        "seconds": round(result.seconds, 1),
+        "dependencies": dependencies,
+    }
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps(record))
     temporary.replace(path)

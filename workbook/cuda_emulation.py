@@ -11,6 +11,7 @@ headers of csrc/cuda_emulation/include (streams, guards, atomics) come before to
 index arithmetic, grid sizes, tie rules and results; races cannot happen when threads run one after
 another, so it cannot find them (csrc/cuda_emulation/README.md).
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,8 +21,10 @@ from . import CSRC_DIR, build
 
 EMULATION_INCLUDE = CSRC_DIR / "cuda_emulation" / "include"
 EMULATION_SOURCES = build.SOURCES_DIR / "cuda_emulation"
-_FLAGS = dict(extra_include_paths=[str(EMULATION_INCLUDE)],
-              extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")])
+_FLAGS = dict(
+    extra_include_paths=[str(EMULATION_INCLUDE)],
+    extra_cflags=["-O1", "-include", str(EMULATION_INCLUDE / "wb_cuda_emulation.h")],
+)
 
 
 def rewrite_launches(text: str) -> str:

@@ -5,6 +5,7 @@
 Each finding names the tool, what was found, whether the workbook needs it (and for which
 chapters), and the command that installs it. Nothing here needs torch to be importable.
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -76,8 +77,9 @@ def check_torch() -> Finding:
     pinned = _pinned("torch")
     version = torch.__version__
     if pinned and not version.startswith(pinned):
-        return Finding("PyTorch", None, "every chapter",
-                       f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+        return Finding(
+            "PyTorch", None, "every chapter", f"found {version}, the workbook is tested with {pinned}: {SETUP}"
+        )
     return Finding("PyTorch", version, "every chapter", SETUP)
 
 
@@ -85,15 +87,23 @@ def check_compiler() -> Finding:
     compiler = os.environ.get("CXX") or "c++"
     if len(compiler.split()) > 1:
         # torch runs $CXX as one program name; `CXX="ccache g++"` fails every build.
-        return Finding("C++20 compiler", None, "chapters 02–10",
-                       f"CXX={compiler!r} is a command line, not a compiler: unset CXX or set it to one program "
-                       "(torch puts ccache in front by itself; CMake: -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)",
-                       problem=True)
+        return Finding(
+            "C++20 compiler",
+            None,
+            "chapters 02–10",
+            f"CXX={compiler!r} is a command line, not a compiler: unset CXX or set it to one program "
+            "(torch puts ccache in front by itself; CMake: -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)",
+            problem=True,
+        )
     version = _version(_run(compiler, "-dumpfullversion", "-dumpversion"))
     # torch 2.13 compiles extensions with -std=c++20 (and its CMake config asks for C++20): g++ 10 or newer.
     if version and int(version.split(".")[0]) < 10:
-        return Finding("C++20 compiler", None, "chapters 02–10",
-                       f"{compiler} {version} is too old for C++20: sudo apt-get install g++")
+        return Finding(
+            "C++20 compiler",
+            None,
+            "chapters 02–10",
+            f"{compiler} {version} is too old for C++20: sudo apt-get install g++",
+        )
     found = f"{Path(shutil.which(compiler) or compiler).name} {version}" if version else None
     return Finding("C++20 compiler", found, "chapters 02–10", "sudo apt-get install g++")
 
@@ -106,18 +116,26 @@ def check_ninja() -> Finding:
         if found is not None:
             # The workbook's builds add the venv's bin/ to PATH themselves; torch's own load() does not.
             found += " (in the venv's bin/, not on PATH: activate the venv for builds outside the workbook)"
-    return Finding("ninja", found, "chapters 02–10 (torch builds extensions with it)",
-                   "pip install ninja  (or: sudo apt-get install ninja-build)")
+    return Finding(
+        "ninja",
+        found,
+        "chapters 02–10 (torch builds extensions with it)",
+        "pip install ninja  (or: sudo apt-get install ninja-build)",
+    )
 
 
 def check_ccache() -> Finding:
-    return Finding("ccache", _version(_run("ccache", "--version")), "faster rebuilds (optional)",
-                   "sudo apt-get install ccache", required=False)
+    return Finding(
+        "ccache",
+        _version(_run("ccache", "--version")),
+        "faster rebuilds (optional)",
+        "sudo apt-get install ccache",
+        required=False,
+    )
 
 
 def check_cmake() -> Finding:
-    return Finding("CMake", _version(_run("cmake", "--version")), "chapters 04, 06–08",
-                   "sudo apt-get install cmake")
+    return Finding("CMake", _version(_run("cmake", "--version")), "chapters 04, 06–08", "sudo apt-get install cmake")
 
 
 def _opencv_header_dirs() -> list[Path]:
@@ -145,8 +163,13 @@ def check_cv2() -> Finding:
 
 def check_nvcc() -> Finding:
     found = _version(_run("nvcc", "--version"), r"release (\d+\.\d+)")
-    return Finding("nvcc (CUDA compiler)", found, "chapter 05 (compile checks; kernels need a GPU)",
-                   "install the CUDA toolkit from NVIDIA's Linux installers", required=False)
+    return Finding(
+        "nvcc (CUDA compiler)",
+        found,
+        "chapter 05 (compile checks; kernels need a GPU)",
+        "install the CUDA toolkit from NVIDIA's Linux installers",
+        required=False,
+    )
 
 
 def _nvcc_release(nvcc) -> str | None:
@@ -161,27 +184,41 @@ def check_cuda_home() -> Finding:
     import torch
 
     if torch.version.cuda is None:
-        return Finding("CUDA toolkit for torch", "not used (this torch is a CPU-only build)", needed, "",
-                       required=False)
+        return Finding(
+            "CUDA toolkit for torch", "not used (this torch is a CPU-only build)", needed, "", required=False
+        )
     wanted = torch.version.cuda
     install = f"install the CUDA {wanted.split('.')[0]} toolkit and export CUDA_HOME=<its folder>"
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home is None:
         nvcc = shutil.which("nvcc")
-        home = str(Path(nvcc).parent.parent) if nvcc else ("/usr/local/cuda" if Path("/usr/local/cuda").exists()
-                                                            else None)
+        home = (
+            str(Path(nvcc).parent.parent) if nvcc else ("/usr/local/cuda" if Path("/usr/local/cuda").exists() else None)
+        )
     if home is None:
-        return Finding("CUDA toolkit for torch", None, needed, f"no CUDA toolkit found: {install}",
-                       required=False, problem=True)
+        return Finding(
+            "CUDA toolkit for torch", None, needed, f"no CUDA toolkit found: {install}", required=False, problem=True
+        )
     release = _nvcc_release(Path(home) / "bin" / "nvcc")
     if release is None:
-        return Finding("CUDA toolkit for torch", None, needed,
-                       f"CUDA_HOME={home} has no working bin/nvcc: point CUDA_HOME at the toolkit's root "
-                       "(the folder holding bin/nvcc)", required=False, problem=True)
+        return Finding(
+            "CUDA toolkit for torch",
+            None,
+            needed,
+            f"CUDA_HOME={home} has no working bin/nvcc: point CUDA_HOME at the toolkit's root "
+            "(the folder holding bin/nvcc)",
+            required=False,
+            problem=True,
+        )
     if release.split(".")[0] != wanted.split(".")[0]:
-        return Finding("CUDA toolkit for torch", None, needed,
-                       f"the toolkit in {home} is CUDA {release}, torch was built with CUDA {wanted}: {install}",
-                       required=False, problem=True)
+        return Finding(
+            "CUDA toolkit for torch",
+            None,
+            needed,
+            f"the toolkit in {home} is CUDA {release}, torch was built with CUDA {wanted}: {install}",
+            required=False,
+            problem=True,
+        )
     return Finding("CUDA toolkit for torch", f"CUDA {release} in {home}", needed, "", required=False)
 
 
@@ -208,11 +245,16 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     needed = "rebuilding an extension (torch waits forever on a stale lock)"
     if not stale:
         return Finding("stale build locks", "none", needed, "", required=False)
-    paths = " ".join(str(lock.relative_to(REPO_ROOT)) if lock.is_relative_to(REPO_ROOT) else str(lock)
-                     for lock in stale)
-    return Finding("stale build locks", None, needed,
-                   f"interrupted builds left {len(stale)} lock file(s); nothing is building them now: rm {paths}",
-                   problem=True)
+    paths = " ".join(
+        str(lock.relative_to(REPO_ROOT)) if lock.is_relative_to(REPO_ROOT) else str(lock) for lock in stale
+    )
+    return Finding(
+        "stale build locks",
+        None,
+        needed,
+        f"interrupted builds left {len(stale)} lock file(s); nothing is building them now: rm {paths}",
+        problem=True,
+    )
 
 
 _WORKBOOK_PACKAGES = {"wb_scatter": "csrc/scatter", "wb_scatter_stable": "csrc/scatter_stable"}
@@ -228,11 +270,17 @@ def check_installed_extensions() -> Finding:
     broken = [name for name in installed if _run(sys.executable, "-c", f"import torch, {name}") is None]
     if not broken:
         return Finding("installed extension packages", ", ".join(installed) + " load", needed, "", required=False)
-    commands = "; ".join(f"pip install --no-build-isolation --force-reinstall {_WORKBOOK_PACKAGES[name]}"
-                         for name in broken)
-    return Finding("installed extension packages", None, needed,
-                   f"{', '.join(broken)} fail(s) to load with this torch (built against another one, e.g. by pip's "
-                   f"build isolation): {commands}", problem=True)
+    commands = "; ".join(
+        f"pip install --no-build-isolation --force-reinstall {_WORKBOOK_PACKAGES[name]}" for name in broken
+    )
+    return Finding(
+        "installed extension packages",
+        None,
+        needed,
+        f"{', '.join(broken)} fail(s) to load with this torch (built against another one, e.g. by pip's "
+        f"build isolation): {commands}",
+        problem=True,
+    )
 
 
 def check_gpu() -> Finding:
@@ -245,21 +293,47 @@ def check_gpu() -> Finding:
         return Finding("CUDA GPU", torch.cuda.get_device_name(0), needed, "", required=False)
     listed = _run("nvidia-smi", "-L") or ""
     if "GPU" not in listed:
-        return Finding("CUDA GPU", None, needed, "", required=False,
-                       note="no NVIDIA GPU on this machine: chapter 05 takes its CPU path (nothing to fix)")
+        return Finding(
+            "CUDA GPU",
+            None,
+            needed,
+            "",
+            required=False,
+            note="no NVIDIA GPU on this machine: chapter 05 takes its CPU path (nothing to fix)",
+        )
     if torch.version.cuda is None:
-        return Finding("CUDA GPU", None, needed,
-                       "this machine has a GPU, but this torch is a CPU-only build: "
-                       f"pip install torch=={_pinned('torch')} (pip's default Linux wheel is the CUDA build)",
-                       required=False)
-    return Finding("CUDA GPU", None, needed,
-                   "torch is a CUDA build but sees no GPU: check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
-                   required=False)
+        return Finding(
+            "CUDA GPU",
+            None,
+            needed,
+            "this machine has a GPU, but this torch is a CPU-only build: "
+            f"pip install torch=={_pinned('torch')} (pip's default Linux wheel is the CUDA build)",
+            required=False,
+        )
+    return Finding(
+        "CUDA GPU",
+        None,
+        needed,
+        "torch is a CUDA build but sees no GPU: check the driver (nvidia-smi) and CUDA_VISIBLE_DEVICES",
+        required=False,
+    )
 
 
-CHECKS = (check_python, check_torch, check_compiler, check_ninja, check_ccache, check_cmake,
-          check_opencv_cpp, check_cv2, check_nvcc, check_cuda_home, check_gpu, check_build_locks,
-          check_installed_extensions)
+CHECKS = (
+    check_python,
+    check_torch,
+    check_compiler,
+    check_ninja,
+    check_ccache,
+    check_cmake,
+    check_opencv_cpp,
+    check_cv2,
+    check_nvcc,
+    check_cuda_home,
+    check_gpu,
+    check_build_locks,
+    check_installed_extensions,
+)
 
 
 def diagnose() -> list[Finding]:

@@ -3,6 +3,7 @@
 Each `show_*` function returns a PNG image for a notebook cell's result. The figures are plain
 matplotlib `Figure`s, not registered with pyplot, so a notebook shows each one once.
 """
+
 from __future__ import annotations
 
 import io
@@ -35,20 +36,30 @@ def _canvas(width, height, xlim, ylim):
 def _box(axes, x, y, width, height, text, colour, fontsize=8.5):
     from matplotlib.patches import FancyBboxPatch
 
-    axes.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                  boxstyle="round,pad=0.03,rounding_size=0.08",
-                                  facecolor=colour, edgecolor=EDGE, linewidth=1))
+    axes.add_patch(
+        FancyBboxPatch(
+            (x - width / 2, y - height / 2),
+            width,
+            height,
+            boxstyle="round,pad=0.03,rounding_size=0.08",
+            facecolor=colour,
+            edgecolor=EDGE,
+            linewidth=1,
+        )
+    )
     axes.text(x, y, text, ha="center", va="center", fontsize=fontsize, family="monospace")
 
 
 def _arrow(axes, start, end, colour=EDGE, label=""):
     axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": colour, "linewidth": 1.1})
     if label:
-        axes.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.12, label, fontsize=7.5,
-                  color="#444444", ha="center")
+        axes.text(
+            (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.12, label, fontsize=7.5, color="#444444", ha="center"
+        )
 
 
 # ---- chapter 02 ------------------------------------------------------------------------------------
+
 
 def lltm_dataflow():
     """The LLTM cell: which tensors flow into which operations, and what the C++ forward returns."""
@@ -74,10 +85,23 @@ def lltm_dataflow():
     _arrow(axes, (7.2, 1.55), (7.4, 0.95))
     _arrow(axes, (4.6, 1.55), (3.6, 0.95))
     _arrow(axes, (5.9, 0.65), (5.0, 0.65))
-    axes.text(5.0, 5.85, "one matrix product (grey), then elementwise work, which the C++ forward does in one loop",
-              ha="center", fontsize=8.5, color="#444444")
-    axes.text(5.4, -0.25, "the forward also returns gates = [i | o | z] and X, which the backward reads",
-              ha="center", va="center", fontsize=7.5, color="#444444")
+    axes.text(
+        5.0,
+        5.85,
+        "one matrix product (grey), then elementwise work, which the C++ forward does in one loop",
+        ha="center",
+        fontsize=8.5,
+        color="#444444",
+    )
+    axes.text(
+        5.4,
+        -0.25,
+        "the forward also returns gates = [i | o | z] and X, which the backward reads",
+        ha="center",
+        va="center",
+        fontsize=7.5,
+        color="#444444",
+    )
     figure.tight_layout()
     return figure
 
@@ -113,6 +137,7 @@ def show_timing_bars(seconds: dict):
 
 
 # ---- chapter 03 ------------------------------------------------------------------------------------
+
 
 def scatter_flow(src, index, out, *, reduction="sum"):
     """Rows of a 2-D src (n, features) flowing to the groups index names, and the reduced groups."""
@@ -153,8 +178,16 @@ def _grid(axes, x0, y0, rows, columns, colour_of, cell=0.45, label=None):
 
     for r in range(rows):
         for c in range(columns):
-            axes.add_patch(Rectangle((x0 + c * cell, y0 - (r + 1) * cell), cell, cell,
-                                     facecolor=colour_of(r, c), edgecolor=EDGE, linewidth=0.8))
+            axes.add_patch(
+                Rectangle(
+                    (x0 + c * cell, y0 - (r + 1) * cell),
+                    cell,
+                    cell,
+                    facecolor=colour_of(r, c),
+                    edgecolor=EDGE,
+                    linewidth=0.8,
+                )
+            )
     if label:
         axes.text(x0 + columns * cell / 2, y0 + 0.15, label, ha="center", fontsize=8)
 
@@ -174,8 +207,15 @@ def thread_split(n: int = 8, columns: int = 4, groups: int = 3):
     _grid(axes, 0.3, top, n, columns, by_column, label="src: n elements × columns")
     _grid(axes, 3.0, top, groups, columns, by_column, label="output")
     _arrow(axes, (2.25, top - 1.2), (2.95, top - 0.6))
-    axes.text(2.3, top - n * 0.45 - 0.3, "each thread writes only its own columns:\nno two threads touch one "
-              "output element", ha="center", va="top", fontsize=7.5, color="#444444")
+    axes.text(
+        2.3,
+        top - n * 0.45 - 0.3,
+        "each thread writes only its own columns:\nno two threads touch one output element",
+        ha="center",
+        va="top",
+        fontsize=7.5,
+        color="#444444",
+    )
 
     axes.text(7.3, 5.1, "split the elements (few rows, e.g. [edges, features])", ha="center", fontsize=9)
     _grid(axes, 5.0, top, n, columns, by_row, label="src")
@@ -187,8 +227,14 @@ def thread_split(n: int = 8, columns: int = 4, groups: int = 3):
     _arrow(axes, (6.85, top - 2.7), (7.55, top - 1.85))
     _arrow(axes, (9.05, top - 0.45), (9.05, top - 3.25))
     axes.text(9.15, top - 1.9, "merge,\nthread 0\nfirst", fontsize=7.5, color="#444444", va="center")
-    axes.text(7.3, 0.3, "private copies: no sharing while reducing; merging in order keeps\n"
-              "'the first position wins a tie'", ha="center", fontsize=7.5, color="#444444")
+    axes.text(
+        7.3,
+        0.3,
+        "private copies: no sharing while reducing; merging in order keeps\n'the first position wins a tie'",
+        ha="center",
+        fontsize=7.5,
+        color="#444444",
+    )
     figure.tight_layout()
     return figure
 

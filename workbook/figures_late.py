@@ -3,6 +3,7 @@
 Each `show_*` function returns an IPython PNG image for a notebook cell's result; the `*_figure`
 functions return the matplotlib Figure itself (for tests, or to save elsewhere).
 """
+
 from __future__ import annotations
 
 import io
@@ -23,11 +24,14 @@ def _as_image(figure: Figure):
 
 # ---- chapter 05: a launch's grid, blocks and threads --------------------------------------------------
 
+
 def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | None = 2) -> Figure:
     """Threads of a 1-D launch and the elements they handle: one launch with ceil(n / threads) blocks,
     one with the grid capped at `max_blocks` (a grid-stride loop)."""
-    layouts = [("one element per thread", None), (f"grid capped at {max_blocks} blocks: a grid-stride loop",
-                                                   max_blocks)]
+    layouts = [
+        ("one element per thread", None),
+        (f"grid capped at {max_blocks} blocks: a grid-stride loop", max_blocks),
+    ]
     figure = Figure(figsize=(10, 4.8))
     for row, (title, cap) in enumerate(layouts):
         axes = figure.add_subplot(2, 1, row + 1)
@@ -47,8 +51,12 @@ def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | Non
                 axes.text(x + 0.45, 2.35, f"t{thread}", ha="center", fontsize=8)
                 axes.text(x + 0.45, 1.9, ",".join(map(str, elements)) or "idle", ha="center", fontsize=8)
                 for element in elements:
-                    axes.annotate("", xy=(element + 0.45, 0.9), xytext=(x + 0.45, 1.7),
-                                  arrowprops=dict(arrowstyle="->", color=colour, lw=1))
+                    axes.annotate(
+                        "",
+                        xy=(element + 0.45, 0.9),
+                        xytext=(x + 0.45, 1.7),
+                        arrowprops=dict(arrowstyle="->", color=colour, lw=1),
+                    )
         for element in range(n):
             owner = (element % stride) // threads_per_block
             axes.add_patch(Rectangle((element, 0), 0.9, 0.9, color=_BLOCK_COLOURS[owner % len(_BLOCK_COLOURS)]))
@@ -68,6 +76,7 @@ def show_launch(n: int = 10, threads_per_block: int = 4, max_blocks: int | None 
 
 # ---- chapter 05: a race, and the atomic that prevents it ----------------------------------------------
 
+
 def race_figure(threads: int = 4) -> Figure:
     """`threads` threads each adding 1 to one counter, under a round-robin interleaving: with a load and a
     store the counter ends at 1; with an atomic add at `threads`. Drawn from workbook.interleaving's trace."""
@@ -81,8 +90,9 @@ def race_figure(threads: int = 4) -> Figure:
         yield interleaving.atomic_add(memory, 0, 1)
 
     figure = Figure(figsize=(10, 4.6))
-    for row, (title, body) in enumerate([("load, then store: updates are lost", add_one),
-                                         ("atomic add: one indivisible step", add_one_atomically)]):
+    for row, (title, body) in enumerate(
+        [("load, then store: updates are lost", add_one), ("atomic add: one indivisible step", add_one_atomically)]
+    ):
         memory = [0]
         trace = interleaving.run([body(memory) for _ in range(threads)], "round robin")
         axes = figure.add_subplot(2, 1, row + 1)
@@ -93,8 +103,11 @@ def race_figure(threads: int = 4) -> Figure:
                 counter = operation.value
             elif operation.kind == "atomic_add":
                 counter += operation.value
-            label = {"load": f"load → {before}", "store": f"store {operation.value}",
-                     "atomic_add": f"add 1: {before}→{counter}"}[operation.kind]
+            label = {
+                "load": f"load → {before}",
+                "store": f"store {operation.value}",
+                "atomic_add": f"add 1: {before}→{counter}",
+            }[operation.kind]
             colour = {"load": "#8ecae6", "store": "#ffb703", "atomic_add": "#90be6d"}[operation.kind]
             axes.add_patch(Rectangle((step, threads - 1 - thread), 0.92, 0.8, color=colour))
             axes.text(step + 0.46, threads - 1 - thread + 0.4, label, ha="center", va="center", fontsize=8)
@@ -102,8 +115,9 @@ def race_figure(threads: int = 4) -> Figure:
         for thread in range(threads):
             axes.text(-0.15, threads - 1 - thread + 0.4, f"thread {thread}", ha="right", va="center", fontsize=9)
         axes.text(-0.15, -0.55, "counter", ha="right", fontsize=9)
-        axes.set_title(f"{threads} threads add 1 to a counter that starts at 0 — {title}; "
-                       f"it ends at {memory[0]}", fontsize=10)
+        axes.set_title(
+            f"{threads} threads add 1 to a counter that starts at 0 — {title}; it ends at {memory[0]}", fontsize=10
+        )
         axes.set_xlim(-1.4, 2 * threads + 0.2)
         axes.set_ylim(-0.9, threads)
         axes.axis("off")
@@ -117,6 +131,7 @@ def show_race(threads: int = 4):
 
 # ---- chapter 06: warp_perspective next to cv2 ---------------------------------------------------------
 
+
 def warp_figure(image, ours, theirs) -> Figure:
     """The source image, the operator's result, cv2's result and their difference (H x W or H x W x C)."""
     import numpy as np
@@ -127,15 +142,23 @@ def warp_figure(image, ours, theirs) -> Figure:
 
     difference = (ours - theirs).abs()
     difference = difference if difference.dim() == 2 else difference.amax(dim=-1)
-    panels = [("image", picture(image)), ("workbook_cv::warp_perspective", picture(ours)),
-              ("cv2.warpPerspective", picture(theirs)),
-              (f"|difference|, largest {difference.max().item():.3g}", difference.numpy())]
+    panels = [
+        ("image", picture(image)),
+        ("workbook_cv::warp_perspective", picture(ours)),
+        ("cv2.warpPerspective", picture(theirs)),
+        (f"|difference|, largest {difference.max().item():.3g}", difference.numpy()),
+    ]
     figure = Figure(figsize=(12, 3.2))
     for column, (title, array) in enumerate(panels):
         axes = figure.add_subplot(1, 4, column + 1)
         if array.ndim == 2:
-            axes.imshow(array, cmap="gray", vmin=0, vmax=max(float(array.max()), 1e-12) if column == 3 else 1,
-                        interpolation="nearest")
+            axes.imshow(
+                array,
+                cmap="gray",
+                vmin=0,
+                vmax=max(float(array.max()), 1e-12) if column == 3 else 1,
+                interpolation="nearest",
+            )
         else:
             axes.imshow(array, interpolation="nearest")
         axes.set_title(title, fontsize=10)

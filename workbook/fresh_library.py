@@ -14,6 +14,7 @@ A class the source registers must have internal linkage (an anonymous namespace)
 tells classes apart by their C++ type, and two versions of `class RecentStrings` at namespace scope
 are one type to it, so loading the second would abort the process all the same.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -30,16 +31,23 @@ def namespace_for(stem: str, source: str) -> str:
 def load(stem: str, source: str, *, opencv: bool = False) -> str:
     """Build (once) and load the source with NAMESPACE replaced; return the namespace."""
     if "NAMESPACE" not in source:
-        raise ValueError("the source must register its operators or classes under the word NAMESPACE, "
-                         "e.g. TORCH_LIBRARY(NAMESPACE, m)")
+        raise ValueError(
+            "the source must register its operators or classes under the word NAMESPACE, "
+            "e.g. TORCH_LIBRARY(NAMESPACE, m)"
+        )
     namespace = namespace_for(stem, source)
     if namespace not in _loaded:
         from .torchscript import opencv_compile_flags
 
         path = build.write_if_changed(f"{stem}/{namespace}.cpp", source.replace("NAMESPACE", namespace))
         include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
-        build.load(namespace, [path], is_python_module=False, extra_include_paths=include_dirs,
-                   extra_ldflags=[f"-l{library}" for library in libraries])
+        build.load(
+            namespace,
+            [path],
+            is_python_module=False,
+            extra_include_paths=include_dirs,
+            extra_ldflags=[f"-l{library}" for library in libraries],
+        )
         _loaded.add(namespace)
     return namespace
 

@@ -18,6 +18,7 @@ sliced (every other element), expanded (stride 0 along dim 0) or overlap (window
 `special` puts a nan, inf or -inf first; `values` gives the elements (row-major) instead of random
 ones.
 """
+
 from __future__ import annotations
 
 import ast
@@ -99,6 +100,7 @@ def make_value(recipe):
 
 # ---- comparing -------------------------------------------------------------------------------------
 
+
 class Mismatch(AssertionError):
     pass
 
@@ -155,8 +157,9 @@ def assert_same_gradients(got_outputs, expected_outputs, got_inputs, expected_in
             return [None] * len(inputs)
         return torch.autograd.grad(sum(terms), inputs, allow_unused=True)
 
-    for name, tensor, g, e in zip(names, got_inputs, grads(got_outputs, got_inputs),
-                                  grads(expected_outputs, expected_inputs)):
+    for name, tensor, g, e in zip(
+        names, got_inputs, grads(got_outputs, got_inputs), grads(expected_outputs, expected_inputs)
+    ):
         if e is None:
             e = torch.zeros_like(expected_inputs[names.index(name)])
         if g is None and tensor.numel() == 0:
@@ -176,6 +179,7 @@ def names_argument(message: str, names) -> bool:
 
 
 # ---- the ops and their references ------------------------------------------------------------------
+
 
 def _scatter_call(case, args):
     """scatter_* through torch.ops (functional or accumulate overload) or the torch_scatter-style wrappers."""
@@ -264,8 +268,14 @@ def _lltm_backward_inputs(args):
     forward_args = [args[n] for n in ("input", "weights", "bias", "old_h", "old_cell")]
     with torch.no_grad():
         _, new_cell, gates, X = torch.ops.wb_lltm.lltm_forward(*forward_args)
-    call = {"grad_h": args["grad_h"], "grad_cell": args["grad_cell"], "new_cell": new_cell, "gates": gates, "X": X,
-            "weights": args["weights"]}
+    call = {
+        "grad_h": args["grad_h"],
+        "grad_cell": args["grad_cell"],
+        "new_cell": new_cell,
+        "gates": gates,
+        "X": X,
+        "weights": args["weights"],
+    }
     replaced = args.get("replace")
     if replaced:
         call[replaced["name"]] = _replace(call[replaced["name"]], replaced["how"], args.get("replacement"))
@@ -367,12 +377,14 @@ def run_case(case: dict):
         if family == "scatter":
             result = _scatter_call(case, args)
         elif family == "lltm_forward":
-            result = torch.ops.wb_lltm.lltm_forward(*(args[n] for n in ("input", "weights", "bias", "old_h",
-                                                                         "old_cell")))
+            result = torch.ops.wb_lltm.lltm_forward(
+                *(args[n] for n in ("input", "weights", "bias", "old_h", "old_cell"))
+            )
         elif family == "lltm_backward":
             call = args["call"] = _lltm_backward_inputs(args)
-            result = torch.ops.wb_lltm.lltm_backward(*(call[n] for n in ("grad_h", "grad_cell", "new_cell", "gates",
-                                                                         "X", "weights")))
+            result = torch.ops.wb_lltm.lltm_backward(
+                *(call[n] for n in ("grad_h", "grad_cell", "new_cell", "gates", "X", "weights"))
+            )
         elif family == "warp_perspective":
             result = torch.ops.workbook_cv.warp_perspective(args["image"], args["warp"], args["height"], args["width"])
             if (_requires_grad(args["warp"]) or _requires_grad(args["image"])) and result.device.type != "meta":
@@ -391,8 +403,10 @@ def run_case(case: dict):
         message = f"{type(error).__name__}: {error}"
         if case["expect"] == "error" and names_argument(message, case["names"]):
             return "raised, naming " + "/".join(case["names"])
-        raise Mismatch(f"raised {message.splitlines()[0][:400]}" + (
-            f" (expected it to name {case['names']})" if case["expect"] == "error" else " (expected a result)"))
+        raise Mismatch(
+            f"raised {message.splitlines()[0][:400]}"
+            + (f" (expected it to name {case['names']})" if case["expect"] == "error" else " (expected a result)")
+        ) from None
     if case["expect"] == "error":
         raise Mismatch(f"returned a result, expected an error naming one of {case['names']}")
     on_cpu = _arguments(case, on_cpu=True)
@@ -405,7 +419,7 @@ def _arguments(case, on_cpu=False):
     args = {name: make_value(_on_cpu(recipe) if on_cpu else recipe) for name, recipe in case["args"].items()}
     for name, value in args.items():
         if isinstance(value, str) and value.startswith("alias:"):
-            args[name] = args[value[len("alias:"):]]
+            args[name] = args[value[len("alias:") :]]
     return args
 
 
@@ -419,8 +433,9 @@ def _check_result(family, case, args, on_cpu, result):
         names = _differentiable_inputs(case, ("src", "out"))
         if names and args["src"].device.type != "meta":
             # The reference's gradients are taken from fresh copies where the op wrote into out.
-            assert_same_gradients(result, expected, [args[n].fuzz_leaf for n in names],
-                                  [on_cpu[n].fuzz_leaf for n in names], names)
+            assert_same_gradients(
+                result, expected, [args[n].fuzz_leaf for n in names], [on_cpu[n].fuzz_leaf for n in names], names
+            )
     elif family == "lltm_forward":
         new_h, new_cell, _, X = result
         assert_same((new_h, new_cell, X), _meta_like(_lltm_forward_reference(on_cpu), result))
@@ -470,8 +485,10 @@ def _check_warp_gradient(image, warp, height, width):
         raise Mismatch("gradient of image: None")
     left, right = (out.detach().double() * g).sum(), (image.detach().double() * grad.double()).sum()
     if not torch.isclose(left, right, rtol=1e-4, atol=1e-4):
-        raise Mismatch(f"gradient of image is not warp_perspective's adjoint: <warp(x), g> = {left.item():.6g}, "
-                       f"<x, grad> = {right.item():.6g}")
+        raise Mismatch(
+            f"gradient of image is not warp_perspective's adjoint: <warp(x), g> = {left.item():.6g}, "
+            f"<x, grad> = {right.item():.6g}"
+        )
 
 
 def _box_blur_reference_differentiable(image, size):
@@ -524,6 +541,7 @@ def _run_stack(args, reference=False):
 
 # ---- the child process -----------------------------------------------------------------------------
 
+
 def load_libraries():
     """Build (or reuse) and load every compiled library the cases call. The test calls it before
     starting a child, so that the child's time limit is spent on cases, not on a cold build."""
@@ -558,18 +576,25 @@ def child_main(journal: str) -> int:
 
 # ---- the parent side -------------------------------------------------------------------------------
 
+
 def run_cases(cases: list[dict], *, timeout: float = CHILD_TIMEOUT_S) -> list[dict]:
     """Run `cases` in child processes; one result per case, in order (see the module's docstring)."""
     results: list[dict] = []
     while len(results) < len(cases):
-        remaining = cases[len(results):]
+        remaining = cases[len(results) :]
         with tempfile.TemporaryDirectory() as folder:
             journal = Path(folder) / "journal"
             journal.touch()
             try:
-                child = subprocess.run([sys.executable, "-m", "workbook.fuzz", str(journal)],
-                                       input=json.dumps(remaining), capture_output=True, text=True, timeout=timeout,
-                                       cwd=REPO_ROOT, env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)))
+                child = subprocess.run(
+                    [sys.executable, "-m", "workbook.fuzz", str(journal)],
+                    input=json.dumps(remaining),
+                    capture_output=True,
+                    text=True,
+                    timeout=timeout,
+                    cwd=REPO_ROOT,
+                    env=dict(os.environ, PYTHONPATH=str(REPO_ROOT)),
+                )
                 returncode, stderr = child.returncode, child.stderr
                 stdout = child.stdout
             except subprocess.TimeoutExpired as expired:
@@ -583,8 +608,13 @@ def run_cases(cases: list[dict], *, timeout: float = CHILD_TIMEOUT_S) -> list[di
         if not started:
             raise RuntimeError(f"the fuzz child failed before running any case (exit {returncode}):\n{stderr[-3000:]}")
         killer = started[-1]
-        results.append({"case": remaining[killer], "ok": False,
-                        "detail": f"killed the process (exit {returncode}): {stderr.strip()[-600:]}"})
+        results.append(
+            {
+                "case": remaining[killer],
+                "ok": False,
+                "detail": f"killed the process (exit {returncode}): {stderr.strip()[-600:]}",
+            }
+        )
     return results
 
 

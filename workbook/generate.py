@@ -9,6 +9,7 @@ Every region between `### BEGIN SOLUTION` and `### END SOLUTION` (or `// BEGIN S
 notebook records a hash of its cell sources; a notebook whose sources no longer match that hash
 has been edited by a learner and is never overwritten without --force.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,7 @@ _REGION = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 _STUBS = {
-    "###": ['# YOUR CODE HERE', 'raise NotImplementedError("not attempted yet")'],
+    "###": ["# YOUR CODE HERE", 'raise NotImplementedError("not attempted yet")'],
     "//": ["// YOUR CODE HERE", 'TORCH_CHECK(false, "not attempted yet");'],
 }
 
@@ -101,8 +102,13 @@ def execute(path: Path) -> None:
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    client = NotebookClient(notebook, timeout=1800, kernel_name="python3", record_timing=False,
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        notebook,
+        timeout=1800,
+        kernel_name="python3",
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
     client.execute()
     drop_empty_displays(notebook)
     nbformat.write(notebook, path)
@@ -119,8 +125,12 @@ def drop_empty_displays(notebook) -> None:
             if output.output_type == "display_data" and not output.get("data"):
                 continue
             previous = kept[-1] if kept else None
-            if (output.output_type == "stream" and previous is not None and previous.output_type == "stream"
-                    and previous.name == output.name):
+            if (
+                output.output_type == "stream"
+                and previous is not None
+                and previous.output_type == "stream"
+                and previous.name == output.name
+            ):
                 previous.text += output.text
                 continue
             kept.append(output)

@@ -15,6 +15,7 @@
 Exit status 0 when every step passed, 1 when one failed, 2 when there is no CUDA GPU here.
 The timing helpers are also what the chapter's benchmark cells call, on either kind of machine.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,7 +27,6 @@ import torch
 
 from . import REPO_ROOT, build, cuda_check
 
-
 # --- timing helpers (used by chapter 05 too) ---------------------------------------------------
 
 
@@ -37,25 +37,32 @@ def _median_seconds(stmt, setup_globals, min_run_time=0.3) -> float:
     return timer.blocked_autorange(min_run_time=min_run_time).median  # synchronises CUDA itself
 
 
-def time_lltm(device, *, batch_size=64, input_features=256, state_size=512, dtype=torch.float32,
-              min_run_time=0.3) -> dict:
+def time_lltm(
+    device, *, batch_size=64, input_features=256, state_size=512, dtype=torch.float32, min_run_time=0.3
+) -> dict:
     """Median seconds of one LLTM step (forward + backward) through the C++/CUDA ops on `device`."""
     from . import lltm
 
     lltm.load_extension()
-    args = [t.to(device).requires_grad_() for t in lltm.make_inputs(batch_size, input_features, state_size, dtype=dtype)]
+    args = [
+        t.to(device).requires_grad_() for t in lltm.make_inputs(batch_size, input_features, state_size, dtype=dtype)
+    ]
 
     def step():
         new_h, new_cell = lltm.lltm_cpp(*args)
         (new_h.sum() + new_cell.sum()).backward()
 
     step()  # warm-up: first-call costs (cuBLAS handles, allocator) stay out of the timing
-    return {"device": str(device), "shape": f"batch {batch_size}, input {input_features}, state {state_size}",
-            "seconds": _median_seconds("step()", {"step": step}, min_run_time)}
+    return {
+        "device": str(device),
+        "shape": f"batch {batch_size}, input {input_features}, state {state_size}",
+        "seconds": _median_seconds("step()", {"step": step}, min_run_time),
+    }
 
 
-def time_scatter(device, *, elements=1 << 20, groups=1 << 12, features=16, dtype=torch.float32,
-                 min_run_time=0.3) -> list[dict]:
+def time_scatter(
+    device, *, elements=1 << 20, groups=1 << 12, features=16, dtype=torch.float32, min_run_time=0.3
+) -> list[dict]:
     """Median seconds of each scatter op on a (elements, features) src reduced along dim 0."""
     from . import scatter
 
@@ -66,8 +73,11 @@ def time_scatter(device, *, elements=1 << 20, groups=1 << 12, features=16, dtype
     for name in ("sum", "mean", "min", "max"):
         function = getattr(scatter, f"scatter_{name}")
         function(src, index, 0, None, groups)  # warm-up (and the build on first use)
-        seconds = _median_seconds("f(src, index, 0, None, groups)",
-                                  {"f": function, "src": src, "index": index, "groups": groups}, min_run_time)
+        seconds = _median_seconds(
+            "f(src, index, 0, None, groups)",
+            {"f": function, "src": src, "index": index, "groups": groups},
+            min_run_time,
+        )
         rows.append({"op": f"scatter_{name}", "device": str(device), "seconds": seconds})
     return rows
 
@@ -84,17 +94,25 @@ def scatter_bandwidth(device="cuda", *, elements=1 << 24, groups=1 << 16, min_ru
     src = torch.randn(elements, generator=generator).to(device)
     index = torch.randint(0, groups, (elements,), generator=generator).to(device)
     scatter.scatter_sum(src, index, 0, None, groups)
-    scatter_seconds = _median_seconds("f(src, index, 0, None, groups)",
-                                      {"f": scatter.scatter_sum, "src": src, "index": index, "groups": groups},
-                                      min_run_time)
+    scatter_seconds = _median_seconds(
+        "f(src, index, 0, None, groups)",
+        {"f": scatter.scatter_sum, "src": src, "index": index, "groups": groups},
+        min_run_time,
+    )
     moved = src.nbytes + index.nbytes + groups * src.element_size()
     src_copy, index_copy = torch.empty_like(src), torch.empty_like(index)
-    copy_seconds = _median_seconds("a.copy_(src); b.copy_(index)",
-                                   {"a": src_copy, "b": index_copy, "src": src, "index": index}, min_run_time)
+    copy_seconds = _median_seconds(
+        "a.copy_(src); b.copy_(index)", {"a": src_copy, "b": index_copy, "src": src, "index": index}, min_run_time
+    )
     copied = 2 * (src.nbytes + index.nbytes)  # read and written
-    return {"elements": elements, "groups": groups,
-            "scatter_sum_GBps": moved / scatter_seconds / 1e9, "copy_GBps": copied / copy_seconds / 1e9,
-            "scatter_sum_seconds": scatter_seconds, "copy_seconds": copy_seconds}
+    return {
+        "elements": elements,
+        "groups": groups,
+        "scatter_sum_GBps": moved / scatter_seconds / 1e9,
+        "copy_GBps": copied / copy_seconds / 1e9,
+        "scatter_sum_seconds": scatter_seconds,
+        "copy_seconds": copy_seconds,
+    }
 
 
 def format_seconds(seconds: float) -> str:
@@ -130,9 +148,11 @@ def main(argv=None) -> int:
 
     _step("1. machine")
     buildable, why = build.cuda_build_status()
-    print(f"torch {torch.__version__}, CUDA build: {torch.version.cuda}, GPU: "
-          f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, "
-          f"nvcc: {cuda_check.nvcc_version() or 'not found'}, CUDA extensions buildable: {buildable} ({why})")
+    print(
+        f"torch {torch.__version__}, CUDA build: {torch.version.cuda}, GPU: "
+        f"{torch.cuda.get_device_name() if torch.cuda.is_available() else 'none'}, "
+        f"nvcc: {cuda_check.nvcc_version() or 'not found'}, CUDA extensions buildable: {buildable} ({why})"
+    )
 
     _step("2. compile-only check of every .cu")
     for result in cuda_check.check_all():
@@ -154,23 +174,52 @@ def main(argv=None) -> int:
     lltm.load_extension()
     scatter.load()
     print(f"built/loaded in {time.perf_counter() - started:.0f} s")
-    for op in ("wb_lltm::lltm_forward", "wb_lltm::lltm_backward", "wb_scatter::scatter_sum",
-               "wb_scatter::scatter_max.accumulate"):
+    for op in (
+        "wb_lltm::lltm_forward",
+        "wb_lltm::lltm_backward",
+        "wb_scatter::scatter_sum",
+        "wb_scatter::scatter_max.accumulate",
+    ):
         has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
         print(f"{op}: CUDA kernel registered: {has_cuda}")
         if not has_cuda:
             failures.append(f"no CUDA kernel for {op}")
 
     _step("4. GPU tests, compile tests, emulated-kernel tests")
-    if not _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                 "tests/test_lltm_cuda.py", "tests/test_scatter_cuda.py", "tests/test_cuda_compile.py",
-                 "tests/test_cuda_emulated.py"]):
+    if not _run(
+        [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "no:randomly",
+            "tests/test_lltm_cuda.py",
+            "tests/test_scatter_cuda.py",
+            "tests/test_cuda_compile.py",
+            "tests/test_cuda_emulated.py",
+        ]
+    ):
         failures.append("tests")
 
     if not args.skip_notebooks:
         _step("5. chapter 05 through nbval (solutions and learner notebook)")
-        if not _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                     "solutions/05_cuda_extensions.ipynb", "notebooks/05_cuda_extensions.ipynb"]):
+        if not _run(
+            [
+                python,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:randomly",
+                "solutions/05_cuda_extensions.ipynb",
+                "notebooks/05_cuda_extensions.ipynb",
+            ]
+        ):
             failures.append("chapter 05 notebooks")
 
     _step("6. timings (medians, torch.utils.benchmark)")
@@ -180,12 +229,16 @@ def main(argv=None) -> int:
         print(f"LLTM forward+backward, {row['shape']}, {device}: {format_seconds(row['seconds'])}")
     for device in ("cpu", "cuda"):
         for row in time_scatter(device, elements=(1 << 20) // scale):
-            print(f"{row['op']}, {(1 << 20) // scale} x 16 float32 into 4096 groups, {device}: "
-                  f"{format_seconds(row['seconds'])}")
+            print(
+                f"{row['op']}, {(1 << 20) // scale} x 16 float32 into 4096 groups, {device}: "
+                f"{format_seconds(row['seconds'])}"
+            )
     bandwidth = scatter_bandwidth("cuda", elements=(1 << 24) // scale)
-    print(f"scatter_sum of {bandwidth['elements']} float32 into {bandwidth['groups']} groups: "
-          f"{bandwidth['scatter_sum_GBps']:.0f} GB/s ({format_seconds(bandwidth['scatter_sum_seconds'])}); "
-          f"device-to-device copy of src and index: {bandwidth['copy_GBps']:.0f} GB/s")
+    print(
+        f"scatter_sum of {bandwidth['elements']} float32 into {bandwidth['groups']} groups: "
+        f"{bandwidth['scatter_sum_GBps']:.0f} GB/s ({format_seconds(bandwidth['scatter_sum_seconds'])}); "
+        f"device-to-device copy of src and index: {bandwidth['copy_GBps']:.0f} GB/s"
+    )
 
     print("\n== result:", "all steps passed" if not failures else "FAILED: " + "; ".join(failures))
     return 1 if failures else 0

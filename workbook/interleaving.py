@@ -13,15 +13,18 @@ atomic, the old value) returned:
 An atomic (`atomic_add`, `atomic_max`, `atomic_min`) is one operation: nothing comes between its
 read and its write. Reading a list that no thread writes needs no operation: index it directly.
 """
+
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 from typing import Any
 
-_ATOMIC = {"atomic_add": lambda old, value: old + value,
-           "atomic_max": lambda old, value: max(old, value),
-           "atomic_min": lambda old, value: min(old, value)}
+_ATOMIC = {
+    "atomic_add": lambda old, value: old + value,
+    "atomic_max": lambda old, value: max(old, value),
+    "atomic_min": lambda old, value: min(old, value),
+}
 
 
 @dataclass(frozen=True)

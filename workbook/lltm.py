@@ -28,6 +28,7 @@ API (used by chapter 02, tests/test_lltm.py and the benchmark):
 
 `args` is the tuple ``(input, weights, bias, old_h, old_cell)``; all functions take it in that order.
 """
+
 from __future__ import annotations
 
 import math
@@ -119,14 +120,19 @@ def _check_dims(op, **tensors):
     (first_name, (first, _)), *_ = tensors.items()
     for name, (tensor, dim) in tensors.items():
         torch._check(tensor.dim() == dim, lambda: f"{op}: {name} must be {dim}-D, got shape {tuple(tensor.shape)}")
-        torch._check(tensor.dtype == first.dtype and tensor.device == first.device,
-                     lambda: f"{op}: {name} is a {tensor.dtype} tensor on {tensor.device} but {first_name} is a "
-                             f"{first.dtype} tensor on {first.device}; all arguments must share dtype and device")
+        torch._check(
+            tensor.dtype == first.dtype and tensor.device == first.device,
+            lambda: (
+                f"{op}: {name} is a {tensor.dtype} tensor on {tensor.device} but {first_name} is a "
+                f"{first.dtype} tensor on {first.device}; all arguments must share dtype and device"
+            ),
+        )
 
 
 def _fake_forward(input, weights, bias, old_h, old_cell):
-    _check_dims("lltm_forward", input=(input, 2), weights=(weights, 2), bias=(bias, 1), old_h=(old_h, 2),
-                old_cell=(old_cell, 2))
+    _check_dims(
+        "lltm_forward", input=(input, 2), weights=(weights, 2), bias=(bias, 1), old_h=(old_h, 2), old_cell=(old_cell, 2)
+    )
     batch_size, input_features = input.shape
     state_size = old_h.shape[1]
     # Fresh contiguous tensors of the input's dtype and device, as the kernels return.
@@ -139,8 +145,15 @@ def _fake_forward(input, weights, bias, old_h, old_cell):
 
 
 def _fake_backward(grad_h, grad_cell, new_cell, gates, X, weights):
-    _check_dims("lltm_backward", grad_h=(grad_h, 2), grad_cell=(grad_cell, 2), new_cell=(new_cell, 2),
-                gates=(gates, 2), X=(X, 2), weights=(weights, 2))
+    _check_dims(
+        "lltm_backward",
+        grad_h=(grad_h, 2),
+        grad_cell=(grad_cell, 2),
+        new_cell=(new_cell, 2),
+        gates=(gates, 2),
+        X=(X, 2),
+        weights=(weights, 2),
+    )
     batch_size, state_size = grad_h.shape
     input_features = X.shape[1] - state_size
     return (
@@ -163,7 +176,8 @@ def _forward_setup_context(ctx, inputs, output):
 
 def _forward_backward(ctx, grad_h, grad_cell, grad_gates, grad_X):
     d_old_h, d_input, d_weights, d_bias, d_old_cell = torch.ops.wb_lltm.lltm_backward(
-        grad_h, grad_cell, *ctx.saved_tensors)
+        grad_h, grad_cell, *ctx.saved_tensors
+    )
     return d_input, d_weights, d_bias, d_old_h, d_old_cell  # one per input of lltm_forward, in order
 
 
@@ -174,7 +188,8 @@ def _backward_setup_context(ctx, inputs, output):
 def _backward_backward(ctx, *grads):
     raise RuntimeError(
         "wb_lltm::lltm_backward is not differentiable: the LLTM op has first derivatives only "
-        "(no double backward, create_graph=True or gradgradcheck)")
+        "(no double backward, create_graph=True or gradgradcheck)"
+    )
 
 
 def register_fake_kernels_and_autograd():
@@ -189,13 +204,13 @@ def register_fake_kernels_and_autograd():
     torch.library.register_fake("wb_lltm::lltm_backward", _fake_backward)
     torch.library.register_autograd("wb_lltm::lltm_forward", _forward_backward, setup_context=_forward_setup_context)
     # Without this the default fallback would let a second derivative come out silently as None.
-    torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward,
-                                    setup_context=_backward_setup_context)
+    torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward, setup_context=_backward_setup_context)
     _registered = True
 
 
-def make_inputs(batch_size=16, input_features=32, state_size=128, *, dtype=torch.float32,
-                device="cpu", requires_grad=False, seed=0):
+def make_inputs(
+    batch_size=16, input_features=32, state_size=128, *, dtype=torch.float32, device="cpu", requires_grad=False, seed=0
+):
     """Random (input, weights, bias, old_h, old_cell) of consistent shapes, from a fixed seed."""
     generator = torch.Generator().manual_seed(seed)
     bound = 1.0 / math.sqrt(max(state_size, 1))
@@ -299,6 +314,16 @@ class LLTMCpp(_LLTMBase):
 
 
 __all__ = [
-    "EXTENSION_NAME", "load_extension", "ops_library", "register_fake_kernels_and_autograd", "make_inputs",
-    "lltm_python", "lltm_cpp", "lltm_op", "LLTMFunction", "LLTMPython", "LLTMCpp", "cuda_source_paths",
+    "EXTENSION_NAME",
+    "load_extension",
+    "ops_library",
+    "register_fake_kernels_and_autograd",
+    "make_inputs",
+    "lltm_python",
+    "lltm_cpp",
+    "lltm_op",
+    "LLTMFunction",
+    "LLTMPython",
+    "LLTMCpp",
+    "cuda_source_paths",
 ]

@@ -7,6 +7,7 @@ workbook's own generator instead (the same stubs as `notebooks/`). In the course
     from workbook.nbgrader_stubs import use_workbook_stubs
     use_workbook_stubs(get_config())
 """
+
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions
 

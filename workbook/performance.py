@@ -5,6 +5,7 @@ statement's best round; `scatter_rows` uses it for a handful of scatter cases, m
 `make bench`, so that the chapter runs in seconds. The `*_image` functions draw the results with
 matplotlib and return a PNG for a notebook cell.
 """
+
 from __future__ import annotations
 
 from .figures import as_image
@@ -14,12 +15,20 @@ SUM_NATIVES = {
     "scatter_add_": "torch.zeros(groups).scatter_add_(0, index, src)",
 }
 MAX_NATIVE = "torch.zeros(groups).scatter_reduce_(0, index, src, 'amax', include_self=False)"
-OURS = {"sum": "scatter.scatter_sum(src, index, 0, None, groups)",
-        "max": "scatter.scatter_max(src, index, 0, None, groups)"}
+OURS = {
+    "sum": "scatter.scatter_sum(src, index, 0, None, groups)",
+    "max": "scatter.scatter_max(src, index, 0, None, groups)",
+}
 
 
-def side_by_side(statements: dict[str, str], env: dict, threads: int, rounds: int = 3,
-                 min_run_time: float = 0.02, label: str = "side by side") -> dict:
+def side_by_side(
+    statements: dict[str, str],
+    env: dict,
+    threads: int,
+    rounds: int = 3,
+    min_run_time: float = 0.02,
+    label: str = "side by side",
+) -> dict:
     """{name: the Measurement with the lowest median over `rounds` rounds}, the statements timed in turn.
     Each Measurement is labelled for benchmark.Compare: a row per name, a column per thread count."""
     from torch.utils import benchmark
@@ -27,8 +36,14 @@ def side_by_side(statements: dict[str, str], env: dict, threads: int, rounds: in
     best = {}
     for _ in range(rounds):
         for name, statement in statements.items():
-            timer = benchmark.Timer(statement, globals=env, num_threads=threads, label=label, sub_label=name,
-                                    description=f"{threads} thread(s)")
+            timer = benchmark.Timer(
+                statement,
+                globals=env,
+                num_threads=threads,
+                label=label,
+                sub_label=name,
+                description=f"{threads} thread(s)",
+            )
             measurement = timer.blocked_autorange(min_run_time=min_run_time)
             if name not in best or measurement.median < best[name].median:
                 best[name] = measurement
@@ -55,8 +70,9 @@ def scatter_agrees_with_native(elements: int, group_counts, orders=("random", "s
         for order in orders:
             src, index = scatter_inputs(elements, groups, order)
             env = {"torch": torch, "scatter": scatter, "src": src, "index": index, "groups": groups}
-            sums_agree = torch.allclose(eval(OURS["sum"], env), eval(SUM_NATIVES["index_add_"], env),
-                                        rtol=1e-4, atol=1e-4)
+            sums_agree = torch.allclose(
+                eval(OURS["sum"], env), eval(SUM_NATIVES["index_add_"], env), rtol=1e-4, atol=1e-4
+            )
             maxima_agree = torch.equal(eval(OURS["max"], env)[0], eval(MAX_NATIVE, env))
             if not (sums_agree and maxima_agree):
                 return False
@@ -76,15 +92,34 @@ def scatter_rows(elements: int, group_counts, threads: int, orders=("random", "s
             src, index = scatter_inputs(elements, groups, order)
             moved = src.numel() * 4 + index.numel() * 8 + groups * 4  # read src and index, write the output
             copy_from, copy_to = torch.empty(moved // 2, dtype=torch.uint8), torch.empty(moved // 2, dtype=torch.uint8)
-            env = {"torch": torch, "scatter": scatter, "src": src, "index": index, "groups": groups,
-                   "copy_from": copy_from, "copy_to": copy_to}
-            statements = {"copy": "copy_to.copy_(copy_from)", "ours sum": OURS["sum"], **SUM_NATIVES,
-                          "ours max": OURS["max"], "scatter_reduce_ amax": MAX_NATIVE}
+            env = {
+                "torch": torch,
+                "scatter": scatter,
+                "src": src,
+                "index": index,
+                "groups": groups,
+                "copy_from": copy_from,
+                "copy_to": copy_to,
+            }
+            statements = {
+                "copy": "copy_to.copy_(copy_from)",
+                "ours sum": OURS["sum"],
+                **SUM_NATIVES,
+                "ours max": OURS["max"],
+                "scatter_reduce_ amax": MAX_NATIVE,
+            }
             seconds = {name: m.median for name, m in side_by_side(statements, env, threads).items()}
             native_sum = min(seconds[name] for name in SUM_NATIVES)
             case = {"groups": groups, "index": order, "copy_gbps": moved / seconds["copy"] / 1e9}
-            rows.append({**case, "op": "sum", "ratio": native_sum / seconds["ours sum"],
-                         "ours_gbps": moved / seconds["ours sum"] / 1e9, "native_gbps": moved / native_sum / 1e9})
+            rows.append(
+                {
+                    **case,
+                    "op": "sum",
+                    "ratio": native_sum / seconds["ours sum"],
+                    "ours_gbps": moved / seconds["ours sum"] / 1e9,
+                    "native_gbps": moved / native_sum / 1e9,
+                }
+            )
             rows.append({**case, "op": "max", "ratio": seconds["scatter_reduce_ amax"] / seconds["ours max"]})
     return rows
 
@@ -110,8 +145,14 @@ def ratios_image(rows: list[dict]):
     axes = figure.add_subplot()
     for offset, op, colour in ((-0.2, "sum", "#8ecae6"), (0.2, "max", "#ffb703")):
         ratios = [row["ratio"] for row in rows if row["op"] == op]
-        axes.bar([position + offset for position in range(len(ratios))], ratios, width=0.4, label=f"scatter_{op}",
-                 color=colour, edgecolor="#333333")
+        axes.bar(
+            [position + offset for position in range(len(ratios))],
+            ratios,
+            width=0.4,
+            label=f"scatter_{op}",
+            color=colour,
+            edgecolor="#333333",
+        )
     axes.axhline(1, color="#333333", linewidth=1)
     axes.set_yscale("log")
     as_ratio = FuncFormatter(lambda ratio, _: f"{ratio:g}x")
@@ -131,11 +172,20 @@ def bandwidth_image(rows: list[dict]):
     cases = [row for row in rows if row["op"] == "sum"]
     figure = Figure(figsize=(8, 3.4))
     axes = figure.add_subplot()
-    series = (("ours_gbps", "scatter_sum", "#8ecae6"), ("native_gbps", "faster native sum", "#90be6d"),
-              ("copy_gbps", "copy of the same bytes", "#cccccc"))
+    series = (
+        ("ours_gbps", "scatter_sum", "#8ecae6"),
+        ("native_gbps", "faster native sum", "#90be6d"),
+        ("copy_gbps", "copy of the same bytes", "#cccccc"),
+    )
     for number, (key, label, colour) in enumerate(series):
-        axes.bar([position + (number - 1) * 0.27 for position in range(len(cases))], [row[key] for row in cases],
-                 width=0.27, label=label, color=colour, edgecolor="#333333")
+        axes.bar(
+            [position + (number - 1) * 0.27 for position in range(len(cases))],
+            [row[key] for row in cases],
+            width=0.27,
+            label=label,
+            color=colour,
+            edgecolor="#333333",
+        )
     axes.set_xticks(range(len(cases)), [_case_label(row) for row in cases], fontsize=8)
     axes.set_ylabel("GB/s")
     axes.legend(fontsize=8)
@@ -153,8 +203,9 @@ def header_costs_image(costs: dict):
     seconds = [cost.seconds for cost in costs.values()]
     axes.barh(range(len(labels)), seconds, color="#8ecae6", edgecolor="#333333")
     for position, cost in enumerate(costs.values()):
-        axes.text(cost.seconds, position, f"  {cost.seconds:.1f} s, {cost.lines / 1000:.0f}k lines", va="center",
-                  fontsize=8)
+        axes.text(
+            cost.seconds, position, f"  {cost.seconds:.1f} s, {cost.lines / 1000:.0f}k lines", va="center", fontsize=8
+        )
     axes.set_yticks(range(len(labels)), labels, fontsize=8)
     axes.invert_yaxis()
     axes.set_xlim(0, max(seconds) * 1.4)

@@ -3,6 +3,7 @@
 The repository's location, the Python executable, torch's CMake folder and Python's
 extension-module suffix differ between machines; the notebooks print them short.
 """
+
 from __future__ import annotations
 
 import sys

@@ -13,6 +13,7 @@ functional overload, or `accumulate` when `out` is given). Their autograd is C++
 (`torch::autograd::Function` classes in csrc/scatter/scatter.cpp), their fake kernels Python (ops.py).
 The `reference_*` functions are workbook.scatter_reference's, in plain PyTorch.
 """
+
 from __future__ import annotations
 
 import functools
@@ -95,16 +96,26 @@ def load():
 
 def _build():
     if not SANITIZE:
-        build.load(NAME, CPP_SOURCES + cuda_sources(), is_python_module=False, extra_cflags=EXTRA_CFLAGS,
-                   extra_cuda_cflags=["-O3"], extra_ldflags=EXTRA_LDFLAGS)
+        build.load(
+            NAME,
+            CPP_SOURCES + cuda_sources(),
+            is_python_module=False,
+            extra_cflags=EXTRA_CFLAGS,
+            extra_cuda_cflags=["-O3"],
+            extra_ldflags=EXTRA_LDFLAGS,
+        )
         return
     # The compiler runs without the ASan runtime this process was started with: under it, it is
     # several times slower.
     preload = os.environ.pop("LD_PRELOAD", None)
     try:
-        build.load(f"{NAME}_sanitized", CPP_SOURCES, is_python_module=False,
-                   extra_cflags=EXTRA_CFLAGS + SANITIZER_FLAGS + WARNING_FLAGS,
-                   extra_ldflags=EXTRA_LDFLAGS + SANITIZER_FLAGS[:1])
+        build.load(
+            f"{NAME}_sanitized",
+            CPP_SOURCES,
+            is_python_module=False,
+            extra_cflags=EXTRA_CFLAGS + SANITIZER_FLAGS + WARNING_FLAGS,
+            extra_ldflags=EXTRA_LDFLAGS + SANITIZER_FLAGS[:1],
+        )
     finally:
         if preload is not None:
             os.environ["LD_PRELOAD"] = preload
@@ -112,7 +123,7 @@ def _build():
 
 def _namespace_taken() -> bool:
     try:
-        torch.ops.wb_scatter.scatter_sum
+        torch.ops.wb_scatter.scatter_sum  # noqa: B018 - looking the op up is the test
     except (AttributeError, RuntimeError):
         return False
     return True
@@ -120,10 +131,12 @@ def _namespace_taken() -> bool:
 
 def _loading_first(function):
     """`function` of ops.py, preceded by building and loading the library when it is not loaded yet."""
+
     @functools.wraps(function)
     def loaded(*args, **kwargs):
         load()
         return function(*args, **kwargs)
+
     return loaded
 
 
@@ -135,6 +148,7 @@ scatter = _loading_first(_python_half.scatter)
 
 
 # ---- loading a chapter's inline C++ that registers ops ---------------------------------------
+
 
 def load_inline_ops(stem: str, source: str, **kwargs):
     """Build C++ that registers ops with `TORCH_LIBRARY(NAMESPACE, m)` and return `torch.ops.<ns>`.
@@ -160,14 +174,26 @@ _inline_loaded: set[str] = set()
 # ---- chapter 04: the same sources as a pip-installable package and as a CMake project --------
 
 PACKAGE_SOURCE = REPO_ROOT / "csrc" / "scatter"
-PACKAGE_SITE = REPO_ROOT / "build" / "scatter_pkg" / "site"   # pip install --target: not the venv
+PACKAGE_SITE = REPO_ROOT / "build" / "scatter_pkg" / "site"  # pip install --target: not the venv
 CMAKE_BUILD = REPO_ROOT / "build" / "scatter_cmake"
 
 
 def pip_install_command(target=PACKAGE_SITE) -> list[str]:
     """`pip install --no-build-isolation` of csrc/scatter into a folder of its own (a throw-away site)."""
-    return [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
-            "--no-build-isolation", "--no-deps", "--upgrade", "--target", str(target), str(PACKAGE_SOURCE)]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--no-build-isolation",
+        "--no-deps",
+        "--upgrade",
+        "--target",
+        str(target),
+        str(PACKAGE_SOURCE),
+    ]
 
 
 def install_package(target=PACKAGE_SITE) -> Path:

@@ -8,6 +8,7 @@ Same signature as the ops (torch_scatter's `(src, index, dim=-1, out=None, dim_s
 with torch's native `scatter_add_` and `scatter_reduce`, for tests, checks and the fuzzer. Importing it
 builds nothing.
 """
+
 from __future__ import annotations
 
 import torch

@@ -56,6 +56,7 @@ Public names:
                                 float32 input, dim_size given; threads=1 for a fair comparison on a
                                 busy machine.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,8 +72,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT
-from . import build
+from . import BUILD_DIR, REPO_ROOT, build
 
 SOURCE = REPO_ROOT / "csrc" / "scatter_stable"
 STABLE_BUILD = BUILD_DIR / "stable"
@@ -92,8 +92,12 @@ def _source_hash() -> str:
     """A hash of the package's sources (not of what building writes there: *.egg-info, __pycache__)."""
     digest = hashlib.sha256()
     for path in sorted(SOURCE.rglob("*")):
-        if (path.suffix in _SOURCE_SUFFIXES and path.is_file() and "__pycache__" not in path.parts
-                and not any(part.endswith(".egg-info") for part in path.parts)):
+        if (
+            path.suffix in _SOURCE_SUFFIXES
+            and path.is_file()
+            and "__pycache__" not in path.parts
+            and not any(part.endswith(".egg-info") for part in path.parts)
+        ):
             digest.update(str(path.relative_to(SOURCE)).encode())
             digest.update(path.read_bytes())
     return digest.hexdigest()
@@ -127,8 +131,12 @@ def install() -> Path:
             return SITE
         shutil.rmtree(DIST, ignore_errors=True)
         pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "--quiet"]
-        build.run_build_step("wb_scatter_stable", "wheel", pip + ["wheel", "--no-build-isolation", "--no-deps",
-                             "--wheel-dir", str(DIST), str(SOURCE)], log_dir=STABLE_BUILD)
+        build.run_build_step(
+            "wb_scatter_stable",
+            "wheel",
+            pip + ["wheel", "--no-build-isolation", "--no-deps", "--wheel-dir", str(DIST), str(SOURCE)],
+            log_dir=STABLE_BUILD,
+        )
         shutil.rmtree(SITE, ignore_errors=True)  # nothing stale from an earlier install survives
         _run(pip + ["install", "--no-deps", "--target", str(SITE), str(wheel_path())])
         _STAMP.write_text(digest)
@@ -185,6 +193,7 @@ def torch_imports(which: str) -> dict[str, list[str]]:
 
 # ---- compile times ---------------------------------------------------------------------------
 
+
 def ninja_log_times(folder) -> dict[str, float]:
     """Seconds per output of the last build recorded in `folder`/.ninja_log, keyed by file name.
 
@@ -223,8 +232,10 @@ def compile_commands(which: str) -> list[dict]:
     folder = _ninja_folder(which)
     ninja = build.ensure_ninja_on_path()
     if ninja is None or not (folder / "build.ninja").exists():
-        raise FileNotFoundError(f"no build.ninja in {folder}: build it first (workbook.stable.load() for "
-                                "'stable', workbook.scatter.load() for 'aten')")
+        raise FileNotFoundError(
+            f"no build.ninja in {folder}: build it first (workbook.stable.load() for "
+            "'stable', workbook.scatter.load() for 'aten')"
+        )
     out = _run([ninja, "-C", str(folder), "-t", "compdb"]).stdout
     return [entry for entry in json.loads(out) if entry["file"].endswith((".cpp", ".cu"))]
 
@@ -257,6 +268,7 @@ def _children_cpu_seconds() -> float:
 
 # ---- run times -------------------------------------------------------------------------------
 
+
 def run_times(n: int = 10**6, groups: int = 1000, threads: int | None = None, seed: int = 0) -> list[dict]:
     """ATen vs stable scatter_sum/mean/max on one float32 src of n elements, `groups` groups.
 
@@ -272,19 +284,32 @@ def run_times(n: int = 10**6, groups: int = 1000, threads: int | None = None, se
 
     aten, stable = scatter.load(), load()
     generator = torch.Generator().manual_seed(seed)
-    env = {"aten": aten, "stable": stable, "src": torch.randn(n, generator=generator),
-           "index": torch.randint(0, groups, (n,), generator=generator), "groups": groups}
+    env = {
+        "aten": aten,
+        "stable": stable,
+        "src": torch.randn(n, generator=generator),
+        "index": torch.randint(0, groups, (n,), generator=generator),
+        "groups": groups,
+    }
     rows = []
     saved, bench.THREADS = bench.THREADS, threads
     try:
         for op in ("sum", "mean", "max"):
-            times = bench.best_of_rounds({
-                "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
-                "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
-            })
-            rows.append({"op": f"scatter_{op}", "threads": threads or torch.get_num_threads(),
-                         "aten_s": times["aten"], "stable_s": times["stable"],
-                         "stable/aten": times["stable"] / times["aten"]})
+            times = bench.best_of_rounds(
+                {
+                    "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
+                    "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
+                }
+            )
+            rows.append(
+                {
+                    "op": f"scatter_{op}",
+                    "threads": threads or torch.get_num_threads(),
+                    "aten_s": times["aten"],
+                    "stable_s": times["stable"],
+                    "stable/aten": times["stable"] / times["aten"],
+                }
+            )
     finally:
         bench.THREADS = saved
     return rows

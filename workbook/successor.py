@@ -13,6 +13,7 @@ Importing this module points Inductor's on-disk caches at build/inductor_cache (
 TORCHINDUCTOR_CACHE_DIR is already set), so the notebook, its second copy and the tests reuse each
 other's compiled graphs instead of compiling them again.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -46,6 +47,7 @@ def kernels_of(qualname: str) -> list[str]:
 
 # ---- the dispatcher, drawn ------------------------------------------------------------------------
 
+
 def dispatcher_figure():
     """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / Meta / fake kernel.
 
@@ -62,24 +64,58 @@ def dispatcher_figure():
     axes.axis("off")
 
     def box(x, y, width, text, colour, height=0.62):
-        axes.add_patch(FancyBboxPatch((x - width / 2, y - height / 2), width, height,
-                                      boxstyle="round,pad=0.04,rounding_size=0.12",
-                                      facecolor=colour, edgecolor="#333333", linewidth=1))
+        axes.add_patch(
+            FancyBboxPatch(
+                (x - width / 2, y - height / 2),
+                width,
+                height,
+                boxstyle="round,pad=0.04,rounding_size=0.12",
+                facecolor=colour,
+                edgecolor="#333333",
+                linewidth=1,
+            )
+        )
         axes.text(x, y, text, ha="center", va="center", fontsize=8.5, family="monospace")
 
     def arrow(start, end, label=""):
         axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "#333333"})
         if label:
-            axes.text((start[0] + end[0]) / 2 + 0.08, (start[1] + end[1]) / 2, label, fontsize=7.5,
-                      color="#444444", va="center")
+            axes.text(
+                (start[0] + end[0]) / 2 + 0.08,
+                (start[1] + end[1]) / 2,
+                label,
+                fontsize=7.5,
+                color="#444444",
+                va="center",
+            )
 
     box(5, 5.75, 7.4, "Python: torch.ops.wb_scatter.scatter_sum(src, index, 0, None)", "#e8eef7")
-    box(5, 4.7, 7.4, "schema (TORCH_LIBRARY): wb_scatter::scatter_sum(Tensor src,\n"
-                     "Tensor index, int dim=-1, int? dim_size=None) -> Tensor", "#f2f2f2", height=0.75)
-    box(5, 3.6, 7.4, "dispatcher: picks a kernel from the arguments' dispatch keys\n"
-                     "(device, requires_grad, fake tensor, ...)", "#fff4d6", height=0.75)
-    box(5, 2.5, 6.2, "Autograd kernel (TORCH_LIBRARY_IMPL(..., Autograd, m))\n"
-                     "records the backward, then re-dispatches below Autograd", "#fde2e2", height=0.75)
+    box(
+        5,
+        4.7,
+        7.4,
+        "schema (TORCH_LIBRARY): wb_scatter::scatter_sum(Tensor src,\n"
+        "Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
+        "#f2f2f2",
+        height=0.75,
+    )
+    box(
+        5,
+        3.6,
+        7.4,
+        "dispatcher: picks a kernel from the arguments' dispatch keys\n(device, requires_grad, fake tensor, ...)",
+        "#fff4d6",
+        height=0.75,
+    )
+    box(
+        5,
+        2.5,
+        6.2,
+        "Autograd kernel (TORCH_LIBRARY_IMPL(..., Autograd, m))\n"
+        "records the backward, then re-dispatches below Autograd",
+        "#fde2e2",
+        height=0.75,
+    )
     kernels = [
         (1.35, "CPU kernel\nTORCH_LIBRARY_IMPL\n(..., CPU, m)", "#e3f4e1"),
         (3.8, "CUDA kernel\nTORCH_LIBRARY_IMPL\n(..., CUDA, m)", "#e3f4e1"),
@@ -93,8 +129,15 @@ def dispatcher_figure():
     arrow((5, 4.31), (5, 3.99))
     arrow((5, 3.21), (5, 2.89), "an input requires grad (else straight below)")
     for x, text in [(2.55, "real tensors: by device"), (7.5, "torch.compile / torch.export: fake tensors")]:
-        axes.text(x, 1.45, text, ha="center", fontsize=7.5, color="#444444",
-                  bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+        axes.text(
+            x,
+            1.45,
+            text,
+            ha="center",
+            fontsize=7.5,
+            color="#444444",
+            bbox={"facecolor": "white", "edgecolor": "none", "pad": 1},
+        )
     figure.tight_layout()
     return figure
 
@@ -111,6 +154,7 @@ def show_dispatcher():
 
 
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------
+
 
 def make_graph(num_nodes: int, num_edges: int, features: int, *, seed: int = 0):
     """Random node features (num_nodes, features) and edges (2, num_edges) as (source, target) rows.
@@ -202,8 +246,10 @@ def new_segment_sum(*, fake=None, setup_context=None, backward=None):
     @torch.library.custom_op(name, mutates_args=(), schema="(Tensor src, Tensor index) -> Tensor")
     def segment_sum(src, index):
         if index.dim() != 1 or index.shape[0] != src.shape[0]:
-            raise ValueError(f"segment_sum: index must be 1-D with one entry per row of src "
-                             f"({src.shape[0]}), got shape {tuple(index.shape)}")
+            raise ValueError(
+                f"segment_sum: index must be 1-D with one entry per row of src "
+                f"({src.shape[0]}), got shape {tuple(index.shape)}"
+            )
         return segment_sum_reference(src, index)
 
     if fake is not None:
@@ -214,6 +260,7 @@ def new_segment_sum(*, fake=None, setup_context=None, backward=None):
 
 
 # ---- torch.export -> AOTInductor package -> the C++ program -----------------------------------------
+
 
 def package(exported, name: str) -> Path:
     """Compile an ExportedProgram ahead of time into build/ch08/<name>.pt2 and return its path.

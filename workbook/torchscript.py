@@ -11,6 +11,7 @@ The CMake projects are built by `workbook.build.cmake_build` (also importable fr
 once into `build/cmake/<project>`, then rebuilt incrementally by ninja, with ccache. A failed configure
 or build raises `workbook.build.BuildError` with the first error and keeps the full log.
 """
+
 from __future__ import annotations
 
 import shutil
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 from . import BUILD_DIR, CSRC_DIR, REPO_ROOT
+
 # BuildError and cmake_build are imported here for chapters 06-07 and their tests (torchscript.BuildError).
 from .build import BuildError, cmake_build, exclusive, run_build_step, strip_repo  # noqa: F401
 
@@ -67,8 +69,10 @@ def _fake_warp_perspective(image, warp, height, width):
     torch._check(warp.dim() == 2, lambda: f"warp_perspective: warp must be a 3 x 3 matrix, got {tuple(warp.shape)}")
     # A CPU warp may go with a meta image (shapes only); a meta warp with a real image would give a
     # result of uninitialised memory.
-    torch._check(warp.device == image.device or warp.device.type == "cpu",
-                 lambda: f"warp_perspective: warp is on {warp.device} but image is on {image.device}")
+    torch._check(
+        warp.device == image.device or warp.device.type == "cpu",
+        lambda: f"warp_perspective: warp is on {warp.device} but image is on {image.device}",
+    )
     return image.new_empty((height, width, *image.shape[2:]))
 
 
@@ -88,7 +92,8 @@ def _warp_backward(ctx, grad):
     if ctx.needs_input_grad[1]:
         raise RuntimeError(
             "workbook_cv::warp_perspective: no gradient with respect to warp (only image is differentiable); "
-            "pass warp.detach() if you need the image's gradient only")
+            "pass warp.detach() if you need the image's gradient only"
+        )
     (warp,) = ctx.saved_tensors
     grad_image = None
     if ctx.needs_input_grad[0]:
@@ -97,8 +102,9 @@ def _warp_backward(ctx, grad):
 
 
 def _warp_backward_backward(ctx, grad):
-    raise RuntimeError("workbook_cv::warp_perspective_backward is not differentiable (no second derivative "
-                       "of warp_perspective)")
+    raise RuntimeError(
+        "workbook_cv::warp_perspective_backward is not differentiable (no second derivative of warp_perspective)"
+    )
 
 
 def _no_context(ctx, inputs, output):
@@ -150,8 +156,9 @@ def register_python_parts() -> None:
     torch.library.register_fake("workbook_cv::warp_perspective_backward", _fake_warp_perspective_backward)
     torch.library.register_autograd("workbook_cv::warp_perspective", _warp_backward, setup_context=_warp_setup_context)
     # Registered so that asking for a second derivative raises instead of silently giving None.
-    torch.library.register_autograd("workbook_cv::warp_perspective_backward", _warp_backward_backward,
-                                    setup_context=_no_context)
+    torch.library.register_autograd(
+        "workbook_cv::warp_perspective_backward", _warp_backward_backward, setup_context=_no_context
+    )
     torch._library.register_fake_class("workbook_classes::TensorStack")(FakeTensorStack)
     _python_parts_registered = True
 
@@ -339,8 +346,12 @@ torch.ops.load_library(sys.argv[2])
 def load_both_in_fresh_process(first, second) -> subprocess.CompletedProcess:
     """Load two libraries into a new Python process, one after the other (to show what a second
     TORCH_LIBRARY for the same namespace does to a process)."""
-    return subprocess.run([sys.executable, "-c", _DOUBLE_REGISTRATION, str(first), str(second)],
-                          capture_output=True, text=True, cwd=REPO_ROOT)
+    return subprocess.run(
+        [sys.executable, "-c", _DOUBLE_REGISTRATION, str(first), str(second)],
+        capture_output=True,
+        text=True,
+        cwd=REPO_ROOT,
+    )
 
 
 SETUPTOOLS_BUILD_DIR = BUILD_DIR / "setuptools" / "warp_perspective"
@@ -349,13 +360,19 @@ SETUPTOOLS_BUILD_DIR = BUILD_DIR / "setuptools" / "warp_perspective"
 def setuptools_build_ops() -> Path:
     """Build the op with csrc/warp_perspective/setup.py into build/setuptools/ (nothing installed)."""
     command = [
-        sys.executable, "setup.py", "--quiet", "build_ext",
-        "--build-lib", str(SETUPTOOLS_BUILD_DIR / "lib"),
-        "--build-temp", str(SETUPTOOLS_BUILD_DIR / "temp"),
+        sys.executable,
+        "setup.py",
+        "--quiet",
+        "build_ext",
+        "--build-lib",
+        str(SETUPTOOLS_BUILD_DIR / "lib"),
+        "--build-temp",
+        str(SETUPTOOLS_BUILD_DIR / "temp"),
     ]
     with exclusive("setuptools_warp_perspective"):
-        run_build_step("setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR,
-                       log_dir=SETUPTOOLS_BUILD_DIR)
+        run_build_step(
+            "setuptools_warp_perspective", "build", command, cwd=OPS_SOURCE_DIR, log_dir=SETUPTOOLS_BUILD_DIR
+        )
     (library,) = (SETUPTOOLS_BUILD_DIR / "lib").glob("workbook_warp_perspective*.so")
     return library
 
@@ -374,8 +391,9 @@ print(f"shape {tuple(ours.shape)}, equal to cv2.warpPerspective: {torch.equal(ou
 
 def check_in_fresh_process(library) -> str:
     """Load `library` in a new Python process, run the op once and compare it with pip's cv2."""
-    result = subprocess.run([sys.executable, "-c", _FRESH_PROCESS_CHECK, str(library)],
-                            capture_output=True, text=True, cwd=REPO_ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", _FRESH_PROCESS_CHECK, str(library)], capture_output=True, text=True, cwd=REPO_ROOT
+    )
     if result.returncode != 0:
         raise RuntimeError(result.stderr.strip().splitlines()[-1])
     return result.stdout.strip()

@@ -9,6 +9,7 @@ Everything a failure needs (a lock file, a PATH without ninja, a second copy of 
 under build/ch10/, never in the learner's environment or in the build folders the chapters share,
 and everything that can crash or hang runs in a child process with a timeout.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -60,16 +61,18 @@ def sanitise(text: str) -> str:
 def run_python(code: str, *, env: dict | None = None, timeout: float = 120) -> ChildResult:
     """Run `code` in a new Python process (this venv's interpreter) from the repository root."""
     try:
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
-                              timeout=timeout, cwd=REPO_ROOT)
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT
+        )
     except subprocess.TimeoutExpired:
         return ChildResult(None, "", "")
     return ChildResult(done.returncode, sanitise(done.stdout), sanitise(done.stderr))
 
 
 def run_program(command, *, timeout: float = 120) -> ChildResult:
-    done = subprocess.run([str(part) for part in command], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO_ROOT)
+    done = subprocess.run(
+        [str(part) for part in command], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
+    )
     return ChildResult(done.returncode, sanitise(done.stdout), sanitise(done.stderr))
 
 
@@ -133,14 +136,14 @@ def new_scale_rows():
 
     def kernel(x, weight):
         if x.dim() != 2 or weight.shape != (x.shape[0],):
-            raise ValueError(f"scale_rows: weight must have one entry per row of x ({x.shape[0]}), "
-                             f"got shape {tuple(weight.shape)}")
+            raise ValueError(
+                f"scale_rows: weight must have one entry per row of x ({x.shape[0]}), got shape {tuple(weight.shape)}"
+            )
         return torch.from_numpy(x.detach().numpy() * weight.detach().numpy()[:, None])
 
     library.impl("scale_rows", kernel, "CPU")
     _libraries.append(library)
     return getattr(torch.ops, namespace).scale_rows.default
-
 
 
 def new_pairwise_distance():
@@ -154,8 +157,10 @@ def new_pairwise_distance():
     @torch.library.custom_op(name, mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor")
     def pairwise_distance(a, b):
         if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[1]:
-            raise ValueError(f"pairwise_distance: a and b must be 2-D with the same number of columns, got "
-                             f"{tuple(a.shape)} and {tuple(b.shape)}")
+            raise ValueError(
+                f"pairwise_distance: a and b must be 2-D with the same number of columns, got "
+                f"{tuple(a.shape)} and {tuple(b.shape)}"
+            )
         a_np, b_np = a.detach().numpy(), b.detach().numpy()
         return torch.from_numpy(np.sqrt(((a_np[:, None, :] - b_np[None, :, :]) ** 2).sum(-1)))
 

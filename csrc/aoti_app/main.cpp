@@ -10,12 +10,10 @@
 //
 // A package that calls a custom op looks the op up by name (say wb_scatter::scatter_sum) in the
 // dispatcher when it is loaded, so the libraries that register those ops must be loaded first.
+#include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
-
 #include <torch/csrc/inductor/aoti_package/model_package_loader.h>
 #include <torch/csrc/jit/serialization/pickle.h>
-
-#include <c10/core/InferenceMode.h>
 
 #include <fstream>
 #include <iostream>
@@ -33,8 +31,7 @@ std::vector<char> read_file(const std::string& path) {
 
 std::vector<at::Tensor> read_inputs(const std::string& path) {
   const c10::IValue value = torch::jit::pickle_load(read_file(path));
-  TORCH_CHECK(value.isList() || value.isTuple(),
-              "INPUTS must hold a list or tuple of tensors, got ", value.tagKind());
+  TORCH_CHECK(value.isList() || value.isTuple(), "INPUTS must hold a list or tuple of tensors, got ", value.tagKind());
   const auto elements = value.isTuple() ? value.toTupleRef().elements().vec() : value.toList().vec();
   std::vector<at::Tensor> tensors;
   for (const c10::IValue& element : elements) {

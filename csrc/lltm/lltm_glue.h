@@ -23,10 +23,10 @@ using BackwardOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tenso
 
 // Forward: gates = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
 struct ForwardTensors {
-  at::Tensor X;         // [old_h, input], contiguous (batch, state_size + input_features)
-  at::Tensor gates;     // (batch, 3 * state_size), per row [input | output | candidate]: the kernel
-                        // reads the pre-activations and overwrites them with the activated gates
-  at::Tensor old_cell;  // contiguous
+  at::Tensor X;                // [old_h, input], contiguous (batch, state_size + input_features)
+  at::Tensor gates;            // (batch, 3 * state_size), per row [input | output | candidate]: the kernel
+                               // reads the pre-activations and overwrites them with the activated gates
+  at::Tensor old_cell;         // contiguous
   at::Tensor new_h, new_cell;  // the kernel's outputs, uninitialised
 
   // What lltm_forward returns: the new state, then what lltm_backward needs besides the weights.
@@ -71,9 +71,9 @@ inline BackwardTensors prepare_backward(const at::Tensor& grad_h, const at::Tens
 // views of one d_X: the schema promises outputs that share no memory, and torch.compile relies on it.
 inline BackwardOutputs finish_backward(const BackwardTensors& t, const at::Tensor& X, const at::Tensor& weights,
                                        int64_t state_size) {
-  at::Tensor d_weights = at::mm(t.d_gates.t(), X);  // (3S, S + I)
-  at::Tensor d_bias = t.d_gates.sum(/*dim=*/0);      // (3S)
-  at::Tensor d_old_h = at::mm(t.d_gates, weights.narrow(1, 0, state_size));  // (batch, S)
+  at::Tensor d_weights = at::mm(t.d_gates.t(), X);                                                // (3S, S + I)
+  at::Tensor d_bias = t.d_gates.sum(/*dim=*/0);                                                   // (3S)
+  at::Tensor d_old_h = at::mm(t.d_gates, weights.narrow(1, 0, state_size));                       // (batch, S)
   at::Tensor d_input = at::mm(t.d_gates, weights.narrow(1, state_size, X.size(1) - state_size));  // (batch, I)
   return {d_old_h, d_input, d_weights, d_bias, t.d_old_cell};
 }

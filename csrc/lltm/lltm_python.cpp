@@ -26,26 +26,24 @@
 namespace wb_lltm {
 namespace {
 
-using ForwardSignature = ForwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                        const at::Tensor&, const at::Tensor&);
-using BackwardSignature = BackwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const at::Tensor&, const at::Tensor&, const at::Tensor&);
+using ForwardSignature = ForwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                        const at::Tensor&);
+using BackwardSignature = BackwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&);
 
 ForwardOutputs forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                        const at::Tensor& old_h, const at::Tensor& old_cell) {
   // Looked up on the first call (the schema is registered by then), reused afterwards.
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("wb_lltm::lltm_forward", "")
-                             .typed<ForwardSignature>();
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("wb_lltm::lltm_forward", "").typed<ForwardSignature>();
   const at::AutoDispatchBelowADInplaceOrView below_autograd;  // skip the op's autograd kernel
   return op.call(input, weights, bias, old_h, old_cell);
 }
 
 BackwardOutputs backward(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
                          const at::Tensor& gates, const at::Tensor& X, const at::Tensor& weights) {
-  static const auto op = c10::Dispatcher::singleton()
-                             .findSchemaOrThrow("wb_lltm::lltm_backward", "")
-                             .typed<BackwardSignature>();
+  static const auto op =
+      c10::Dispatcher::singleton().findSchemaOrThrow("wb_lltm::lltm_backward", "").typed<BackwardSignature>();
   const at::AutoDispatchBelowADInplaceOrView below_autograd;
   return op.call(grad_h, grad_cell, new_cell, gates, X, weights);
 }
@@ -63,10 +61,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("forward", torch::wrap_pybind_function(wb_lltm::forward),
         "LLTM forward. Returns (new_h, new_cell, gates, X): the new state, then what backward "
         "needs (gates holds the activated input, output and candidate gates side by side).",
-        py::arg("input"), py::arg("weights"), py::arg("bias"), py::arg("old_h"),
-        py::arg("old_cell"));
+        py::arg("input"), py::arg("weights"), py::arg("bias"), py::arg("old_h"), py::arg("old_cell"));
   m.def("backward", torch::wrap_pybind_function(wb_lltm::backward),
-        "LLTM backward. Returns (d_old_h, d_input, d_weights, d_bias, d_old_cell).",
-        py::arg("grad_h"), py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"),
-        py::arg("X"), py::arg("weights"));
+        "LLTM backward. Returns (d_old_h, d_input, d_weights, d_bias, d_old_cell).", py::arg("grad_h"),
+        py::arg("grad_cell"), py::arg("new_cell"), py::arg("gates"), py::arg("X"), py::arg("weights"));
 }

@@ -92,8 +92,15 @@ using torch::autograd::variable_list;
 
 static bool supported_dtype(at::ScalarType t) {
   switch (t) {
-    case at::kByte: case at::kChar: case at::kShort: case at::kInt: case at::kLong:
-    case at::kHalf: case at::kBFloat16: case at::kFloat: case at::kDouble:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+    case at::kHalf:
+    case at::kBFloat16:
+    case at::kFloat:
+    case at::kDouble:
       return true;
     default:
       return false;
@@ -109,7 +116,8 @@ static uint64_t physical_memory_bytes() {
 }
 
 // Checks, before allocating it, that a result of `sizes` (plus an int64 tensor of the same shape when
-// `with_int64`: min/max's argindex, mean's count) fits in memory. `reason` says where the size along `dim` came from, naming the argument.
+// `with_int64`: min/max's argindex, mean's count) fits in memory. `reason` says where the size along `dim` came from,
+// naming the argument.
 static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, int64_t itemsize, bool with_int64,
                               const std::string& reason) {
   uint64_t numel = 1;
@@ -118,17 +126,16 @@ static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, in
   uint64_t bytes = 0;
   overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(itemsize + (with_int64 ? 8 : 0)), &bytes);
   const uint64_t memory = physical_memory_bytes();
-  TORCH_CHECK(!overflow && bytes <= memory, reason, ": the result would have shape ", at::IntArrayRef(sizes),
-              " (size ", sizes[dim], " at dim ", dim, "), ",
+  TORCH_CHECK(!overflow && bytes <= memory, reason, ": the result would have shape ", at::IntArrayRef(sizes), " (size ",
+              sizes[dim], " at dim ", dim, "), ",
               overflow ? std::string("more bytes than a 64-bit count can hold")
-                       : std::to_string(bytes) + " bytes, more than this machine's memory (" +
-                             std::to_string(memory) + " bytes)");
+                       : std::to_string(bytes) + " bytes, more than this machine's memory (" + std::to_string(memory) +
+                             " bytes)");
 }
 
 // Whether two tensors share any memory: the same storage, and byte ranges that intersect.
 static bool share_memory(const Tensor& a, const Tensor& b) {
-  if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage() ||
-      !a.storage().is_alias_of(b.storage()))
+  if (a.numel() == 0 || b.numel() == 0 || !a.has_storage() || !b.has_storage() || !a.storage().is_alias_of(b.storage()))
     return false;
   auto range = [](const Tensor& t) {
     int64_t last = 0;
@@ -158,43 +165,40 @@ static bool elements_may_overlap(const Tensor& t) {
   return false;
 }
 
-ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t dim,
-                               const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
-                               Reduce reduce) {
+ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t dim, const std::optional<Tensor>& out,
+                               std::optional<int64_t> dim_size, Reduce reduce) {
   TORCH_CHECK(src.defined(), "src must be a tensor, got None (an undefined tensor)");
   TORCH_CHECK(index.defined(), "index must be a tensor, got None (an undefined tensor)");
   TORCH_CHECK(src.dim() >= 1, "src must have at least one dimension, got a 0-dimensional tensor");
   TORCH_CHECK(supported_dtype(src.scalar_type()), "src has dtype ", src.scalar_type(),
               "; supported: uint8, int8, int16, int32, int64, float16, bfloat16, float32, float64");
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index must be an int64 tensor, got dtype ",
-              index.scalar_type());
-  TORCH_CHECK(index.device() == src.device(), "index is on ", index.device(), " but src is on ",
-              src.device(), "; they must be on the same device");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index must be an int64 tensor, got dtype ", index.scalar_type());
+  TORCH_CHECK(index.device() == src.device(), "index is on ", index.device(), " but src is on ", src.device(),
+              "; they must be on the same device");
   TORCH_CHECK(dim >= 0 && dim < src.dim(), "dim must be in [0, ", src.dim(),
               ") for the kernel (wrap negative dims first), got ", dim);
-  TORCH_CHECK(index.sizes() == src.sizes(), "index must have src's shape ", src.sizes(),
-              " (broadcast it first), got ", index.sizes());
+  TORCH_CHECK(index.sizes() == src.sizes(), "index must have src's shape ", src.sizes(), " (broadcast it first), got ",
+              index.sizes());
 
   int64_t size = 0;
   if (out.has_value()) {
     const Tensor& o = *out;
     TORCH_CHECK(o.defined(), "out must be a tensor, got None (an undefined tensor)");
-    TORCH_CHECK(o.scalar_type() == src.scalar_type(), "out has dtype ", o.scalar_type(),
-                " but src has dtype ", src.scalar_type(), "; they must match");
-    TORCH_CHECK(o.device() == src.device(), "out is on ", o.device(), " but src is on ",
-                src.device(), "; they must be on the same device");
+    TORCH_CHECK(o.scalar_type() == src.scalar_type(), "out has dtype ", o.scalar_type(), " but src has dtype ",
+                src.scalar_type(), "; they must match");
+    TORCH_CHECK(o.device() == src.device(), "out is on ", o.device(), " but src is on ", src.device(),
+                "; they must be on the same device");
     bool same = o.dim() == src.dim();
     for (int64_t d = 0; same && d < src.dim(); ++d) same = d == dim || o.size(d) == src.size(d);
-    TORCH_CHECK(same, "out has shape ", o.sizes(), " but must have src's shape ", src.sizes(),
-                " except at dim ", dim);
+    TORCH_CHECK(same, "out has shape ", o.sizes(), " but must have src's shape ", src.sizes(), " except at dim ", dim);
     size = o.size(dim);
-    TORCH_CHECK(!dim_size.has_value() || *dim_size == size, "dim_size is ", dim_size.value_or(0),
-                " but out.size(", dim, ") is ", size, "; pass one of them or make them agree");
+    TORCH_CHECK(!dim_size.has_value() || *dim_size == size, "dim_size is ", dim_size.value_or(0), " but out.size(", dim,
+                ") is ", size, "; pass one of them or make them agree");
     TORCH_CHECK(!elements_may_overlap(o), "out has shape ", o.sizes(), " and strides ", o.strides(),
                 ": some of its elements share one memory location (an expanded or overlapping view), so the "
                 "result cannot be written into it; pass out.clone() or a fresh tensor");
-    TORCH_CHECK(!share_memory(o, src) && !share_memory(o, index),
-                "out shares memory with ", share_memory(o, src) ? "src" : "index",
+    TORCH_CHECK(!share_memory(o, src) && !share_memory(o, index), "out shares memory with ",
+                share_memory(o, src) ? "src" : "index",
                 ": the op would read what it has already written; pass out.clone() or a fresh tensor");
   } else if (dim_size.has_value()) {
     TORCH_CHECK(*dim_size >= 0, "dim_size must be >= 0, got ", *dim_size);
@@ -202,8 +206,7 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   } else if (index.numel() > 0) {
     auto [lo, hi] = at::aminmax(index);
     int64_t low = lo.item<int64_t>(), high = hi.item<int64_t>();
-    TORCH_CHECK(low >= 0, "index contains the negative value ", low,
-                "; index values must lie in [0, dim_size)");
+    TORCH_CHECK(low >= 0, "index contains the negative value ", low, "; index values must lie in [0, dim_size)");
     TORCH_CHECK(high < std::numeric_limits<int64_t>::max(), "index contains the value ", high,
                 ", so dim_size = index.max() + 1 cannot be represented; pass dim_size, or check index");
     size = high + 1;
@@ -268,13 +271,13 @@ std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& 
   dim = wrap_dim(src, dim);
   TORCH_CHECK(!at::isFloatingType(index.scalar_type()) && !at::isComplexType(index.scalar_type()),
               "index must be an integer tensor (int64), got dtype ", index.scalar_type());
-  TORCH_CHECK(index.scalar_type() == at::kLong, "index must be an int64 tensor, got dtype ",
-              index.scalar_type(), " (convert it with index.long())");
-  TORCH_CHECK(index.device() == src.device(), "index is on ", index.device(), " but src is on ",
-              src.device(), "; they must be on the same device");
+  TORCH_CHECK(index.scalar_type() == at::kLong, "index must be an int64 tensor, got dtype ", index.scalar_type(),
+              " (convert it with index.long())");
+  TORCH_CHECK(index.device() == src.device(), "index is on ", index.device(), " but src is on ", src.device(),
+              "; they must be on the same device");
   if (out.has_value())
-    TORCH_CHECK(out->device() == src.device(), "out is on ", out->device(), " but src is on ",
-                src.device(), "; they must be on the same device");
+    TORCH_CHECK(out->device() == src.device(), "out is on ", out->device(), " but src is on ", src.device(),
+                "; they must be on the same device");
   return {dim, broadcast_index(index, src.sym_sizes(), dim)};
 }
 
@@ -320,18 +323,17 @@ struct SumLikeOp {
 
 // The same for scatter_min or scatter_max: returns (values, argindex).
 struct ArgReduceOp {
-  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
-                                                      std::optional<int64_t>)> functional;
+  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>
+      functional;
   c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit ArgReduceOp(const char* name)
-      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
-                                                      std::optional<int64_t>)>(name, "")),
+      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(
+            name, "")),
         accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
-                                            const std::optional<Tensor>& out,
-                                            std::optional<int64_t> dim_size) const {
+                                            const std::optional<Tensor>& out, std::optional<int64_t> dim_size) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
     return {*out, accumulate.call(src, index, dim, *out)};
@@ -439,9 +441,11 @@ class ScatterMax : public ScatterArgReduce<ScatterMax> {
 // all in some cases: backward then fails inside torch). Refused up front, naming out.
 static void check_out_for_autograd(const Tensor& src, const Tensor& out) {
   if (!torch::autograd::GradMode::is_enabled() || !(src.requires_grad() || out.requires_grad())) return;
-  TORCH_CHECK(!(out.is_leaf() && out.requires_grad()), "out is a leaf Variable that requires grad, and the op "
+  TORCH_CHECK(!(out.is_leaf() && out.requires_grad()),
+              "out is a leaf Variable that requires grad, and the op "
               "writes into it in place; pass out.clone() (or out.detach() if out needs no gradient)");
-  TORCH_CHECK(!out.is_view(), "out is a view of another tensor, and autograd cannot record the op's write into "
+  TORCH_CHECK(!out.is_view(),
+              "out is a view of another tensor, and autograd cannot record the op's write into "
               "a view; pass a tensor that is not a view (out.clone(), or out.contiguous() of a non-contiguous one), "
               "or run under torch.no_grad()");
 }

@@ -10,8 +10,6 @@
 // (negative or >= dim_size) as it reads them.
 #pragma once
 
-#include "scatter_reduce_rules.h"  // enum Reduce, and the rules every kernel follows
-
 #include <ATen/core/Tensor.h>
 #include <c10/macros/Macros.h>
 #include <torch/library.h>
@@ -19,6 +17,8 @@
 #include <optional>
 #include <tuple>
 #include <utility>
+
+#include "scatter_reduce_rules.h"  // enum Reduce, and the rules every kernel follows
 
 namespace wb_scatter {
 
@@ -35,14 +35,13 @@ struct ScatterOutputs {
 // `out` is returned as given; whether to compute in place or through a contiguous/float buffer is
 // the backend's choice (it must write its result back into `out`).
 ScatterOutputs prepare_scatter(const at::Tensor& src, const at::Tensor& index, int64_t dim,
-                               const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size,
-                               Reduce reduce);
+                               const std::optional<at::Tensor>& out, std::optional<int64_t> dim_size, Reduce reduce);
 
 // One backend's reduction. Arguments as prepare_scatter takes them: dim in [0, src.dim()), index
 // int64 with src's shape (a broadcast view is fine), out (accumulate overloads) or dim_size
 // (functional overloads, None: index.max() + 1). Returns (out, argindex) as in ScatterOutputs.
-using ReduceKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor& src, const at::Tensor& index,
-                                                            int64_t dim, const std::optional<at::Tensor>& out,
+using ReduceKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor& src, const at::Tensor& index, int64_t dim,
+                                                            const std::optional<at::Tensor>& out,
                                                             std::optional<int64_t> dim_size, Reduce reduce);
 
 // The public ops' argument checks and torch_scatter's broadcasting rule:

@@ -40,9 +40,12 @@ using acc_type = at::opmath_type<scalar_t>;
 template <typename acc_t, Reduce R>
 C10_HOST_DEVICE inline acc_t identity() {
   using limits = std::numeric_limits<acc_t>;
-  if constexpr (R == Reduce::Min) return limits::has_infinity ? limits::infinity() : limits::max();
-  else if constexpr (R == Reduce::Max) return limits::has_infinity ? -limits::infinity() : limits::lowest();
-  else return acc_t(0);
+  if constexpr (R == Reduce::Min)
+    return limits::has_infinity ? limits::infinity() : limits::max();
+  else if constexpr (R == Reduce::Max)
+    return limits::has_infinity ? -limits::infinity() : limits::lowest();
+  else
+    return acc_t(0);
 }
 
 // min/max: does x, from a later position, replace `val`, the value of the earlier positions?

@@ -8,18 +8,23 @@ _GLIBCXX_USE_CXX11_ABI value torch was built with, and compiles with ninja (in p
 what changed). CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit
 is found; set WB_SCATTER_CPU_ONLY=1 to leave them out.
 """
+
 import os
 from pathlib import Path
 
-from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension, CUDAExtension, CUDA_HOME
 import torch
+from setuptools import setup
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
 CPU_SOURCES = ["scatter.cpp", "cpu/scatter_cpu.cpp"]  # setuptools wants paths relative to setup.py
 CUDA_SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "cuda").glob("*.cu"))
-with_cuda = (bool(CUDA_SOURCES) and torch.version.cuda is not None and CUDA_HOME is not None
-             and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0"))
+with_cuda = (
+    bool(CUDA_SOURCES)
+    and torch.version.cuda is not None
+    and CUDA_HOME is not None
+    and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0")
+)
 
 # -fopenmp: at::parallel_for uses threads only when compiled with OpenMP. -g0: setuptools adds -g,
 # which makes objects large and builds slower; this package has no use for debug info.

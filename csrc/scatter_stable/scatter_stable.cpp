@@ -49,8 +49,14 @@ std::string shape_string(torch::headeronly::IntHeaderOnlyArrayRef shape) {
 
 bool supported_dtype(ScalarType t) {
   switch (t) {
-    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int:
-    case ScalarType::Long: case ScalarType::Half: case ScalarType::BFloat16: case ScalarType::Float:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::Half:
+    case ScalarType::BFloat16:
+    case ScalarType::Float:
     case ScalarType::Double:
       return true;
     default:
@@ -60,8 +66,14 @@ bool supported_dtype(ScalarType t) {
 
 bool is_integer_dtype(ScalarType t) {
   switch (t) {
-    case ScalarType::Byte: case ScalarType::Char: case ScalarType::Short: case ScalarType::Int:
-    case ScalarType::Long: case ScalarType::UInt16: case ScalarType::UInt32: case ScalarType::UInt64:
+    case ScalarType::Byte:
+    case ScalarType::Char:
+    case ScalarType::Short:
+    case ScalarType::Int:
+    case ScalarType::Long:
+    case ScalarType::UInt16:
+    case ScalarType::UInt32:
+    case ScalarType::UInt64:
       return true;
     default:
       return false;
@@ -70,8 +82,8 @@ bool is_integer_dtype(ScalarType t) {
 
 // Do dims [first, last) of a strided view collapse into one dimension? Yes when each stride is the
 // next one times the next size (size-1 dimensions do not matter).
-bool collapsible(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t first,
-                 int64_t last, int64_t& stride) {
+bool collapsible(const std::vector<int64_t>& sizes, const std::vector<int64_t>& strides, int64_t first, int64_t last,
+                 int64_t& stride) {
   stride = 0;
   int64_t expected = -1;  // the stride the next (outer) non-trivial dimension must have
   for (int64_t d = last - 1; d >= first; --d) {
@@ -100,7 +112,8 @@ Prepared prepare(const Tensor& src, const Tensor& index, int64_t dim, std::optio
                   index.scalar_type());
   STD_TORCH_CHECK(index.scalar_type() == ScalarType::Long, "index must be an int64 tensor, got dtype ",
                   index.scalar_type(), " (convert it with index.long())");
-  STD_TORCH_CHECK(src.is_cpu() && index.is_cpu(), "src and index must be CPU tensors: wb_scatter_stable has "
+  STD_TORCH_CHECK(src.is_cpu() && index.is_cpu(),
+                  "src and index must be CPU tensors: wb_scatter_stable has "
                   "only a CPU kernel");
   STD_TORCH_CHECK(index.dim() <= ndim, "index has ", index.dim(), " dimensions but src has only ", ndim,
                   "; index must broadcast against src");

@@ -28,9 +28,9 @@ struct Geometry {
 
 // What a kernel receives once the arguments are checked (scatter_stable.cpp, `prepare`).
 struct Prepared {
-  Tensor src;                      // src made contiguous
-  Tensor index;                    // what `index_data` points into: the caller's index, or a copy
-  const int64_t* index_data;       // index element (o, j, i) is index_data[o*is0 + j*is1 + i*is2]
+  Tensor src;                 // src made contiguous
+  Tensor index;               // what `index_data` points into: the caller's index, or a copy
+  const int64_t* index_data;  // index element (o, j, i) is index_data[o*is0 + j*is1 + i*is2]
   Geometry g;
   std::vector<int64_t> out_shape;  // src's shape with dim_size at dim
 };

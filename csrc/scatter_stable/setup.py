@@ -12,6 +12,7 @@ Two promises, two switches:
   it defined, every non-stable torch header (ATen, c10, torch/library.h) is an #error, and stable
   APIs newer than 2.10 are hidden, so the library can only use what libtorch 2.10 already offers.
 """
+
 from pathlib import Path
 
 from setuptools import setup
@@ -19,7 +20,7 @@ from torch.utils.cpp_extension import BuildExtension, CppExtension
 
 HERE = Path(__file__).resolve().parent
 TORCH_TARGET_VERSION = "0x020a000000000000"  # [major 2][minor 10][patch 0][abi tag 0], one byte each from the top
-PYTHON_ABI = "cp310"                          # matches cpp_extension's min_supported_cpython (0x030A0000)
+PYTHON_ABI = "cp310"  # matches cpp_extension's min_supported_cpython (0x030A0000)
 
 extension = CppExtension(
     # Loaded with torch.ops.load_library: it registers ops and defines no Python module.

@@ -8,6 +8,7 @@ The result is a plain shared library, not a Python module (it has no PyInit func
 torch.ops.load_library(path) and call torch.ops.workbook_cv.warp_perspective. The custom class of
 chapter 07 is left out; the CMake build has both.
 """
+
 import shutil
 import subprocess
 

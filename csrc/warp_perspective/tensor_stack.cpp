@@ -64,11 +64,10 @@ TORCH_LIBRARY(workbook_classes, m) {
            })
       // What torch.jit.save writes for a TensorStack (__getstate__) and how torch.jit.load
       // rebuilds one (__setstate__). Without def_pickle, saving a module holding one fails.
-      .def_pickle(
-          [](const c10::intrusive_ptr<TensorStack>& self) -> std::vector<at::Tensor> { return self->items(); },
-          [](std::vector<at::Tensor> state) -> c10::intrusive_ptr<TensorStack> {
-            return c10::make_intrusive<TensorStack>(std::move(state));
-          });
+      .def_pickle([](const c10::intrusive_ptr<TensorStack>& self) -> std::vector<at::Tensor> { return self->items(); },
+                  [](std::vector<at::Tensor> state) -> c10::intrusive_ptr<TensorStack> {
+                    return c10::make_intrusive<TensorStack>(std::move(state));
+                  });
 }
 
 }  // namespace workbook_classes

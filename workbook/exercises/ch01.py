@@ -1,4 +1,5 @@
 """Checks for chapter 01, Python extensions."""
+
 from __future__ import annotations
 
 import torch
@@ -69,12 +70,15 @@ def check_gated_unit(GatedUnit) -> None:
     for inputs, unneeded in (((x, g.detach()), "g"), ((x.detach(), g), "x")):
         returned = _returned_by_backward(GatedUnit, inputs, grad_y)
         if len(returned) != 2:
-            raise Mistake(f"backward returned {len(returned)} values; return one per input of forward: "
-                          "(grad_x, grad_g)")
+            raise Mistake(
+                f"backward returned {len(returned)} values; return one per input of forward: (grad_x, grad_g)"
+            )
         position = "xg".index(unneeded)
         if returned[position] is not None:
-            raise Mistake(f"when {unneeded} does not require grad, backward still computed its gradient: check "
-                          f"ctx.needs_input_grad[{position}] and return None for {unneeded} when it is False")
+            raise Mistake(
+                f"when {unneeded} does not require grad, backward still computed its gradient: check "
+                f"ctx.needs_input_grad[{position}] and return None for {unneeded} when it is False"
+            )
     _expect_gradcheck(GatedUnit.apply, (x, g))
 
 
@@ -96,9 +100,11 @@ def check_leaky_relu_(LeakyReLUInplace) -> None:
     (got,) = torch.autograd.grad(y, leaf, grad_y, retain_graph=True)
     expect_close(got, want, "the gradient for x")
     if y is not x or x.grad_fn is not y.grad_fn:
-        raise Mistake("x was overwritten, but autograd still sees x as it was before the call (x.grad_fn is "
-                      f"{type(x.grad_fn).__name__}): gradients taken through x would miss the leaky ReLU. "
-                      "Call ctx.mark_dirty(x) in forward and return x")
+        raise Mistake(
+            "x was overwritten, but autograd still sees x as it was before the call (x.grad_fn is "
+            f"{type(x.grad_fn).__name__}): gradients taken through x would miss the leaky ReLU. "
+            "Call ctx.mark_dirty(x) in forward and return x"
+        )
     (through_x,) = torch.autograd.grad(x, leaf, grad_y)
     expect_close(through_x, want, "the gradient taken through x after the call")
 

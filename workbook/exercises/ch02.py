@@ -9,6 +9,7 @@ The exercises work on the *gated tanh* unit, y = tanh(a) * sigmoid(b), written i
 * 2.3 ``check_gated_function(GatedTanh, extension)``: ``GatedTanh`` is a ``torch.autograd.Function``
   whose forward and backward call the extension's ``gated_tanh_forward`` and ``gated_tanh_backward``.
 """
+
 from __future__ import annotations
 
 import re
@@ -37,7 +38,9 @@ def check_gated_tanh_backward(backward):
 
         result = backward(grad, a, b)
         if not isinstance(result, (list, tuple)) or len(result) != 2:
-            got = f"a {type(result).__name__}" + (f" of length {len(result)}" if isinstance(result, (list, tuple)) else "")
+            got = f"a {type(result).__name__}" + (
+                f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""
+            )
             raise Mistake(f"backward should return a list of two tensors [d_a, d_b], got {got}")
         d_a, d_b = result
         where = f"for a and b of shape {tuple(shape)} and dtype {dtype}"
@@ -70,14 +73,20 @@ def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case
         raise_if_not_attempted(error)
         message = str(error).splitlines()[0] if str(error) else ""
         if not any(_ARGUMENT_WORD[culprit].search(message) for culprit in culprits):
-            raise Mistake(f"{case}: you raised, but the message does not name the argument {named} "
-                          f"(as a word of its own); your message: {message!r}") from None
+            raise Mistake(
+                f"{case}: you raised, but the message does not name the argument {named} "
+                f"(as a word of its own); your message: {message!r}"
+            ) from None
         if not any(word in message.lower() for word in keywords):
-            raise Mistake(f"{case}: you raised, but the message does not say it is about the {topic} "
-                          f"(expected one of the words {', '.join(keywords)}); your message: {message!r}") from None
+            raise Mistake(
+                f"{case}: you raised, but the message does not say it is about the {topic} "
+                f"(expected one of the words {', '.join(keywords)}); your message: {message!r}"
+            ) from None
         return
-    raise Mistake(f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
-                  f"naming {named} and its {topic}")
+    raise Mistake(
+        f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
+        f"naming {named} and its {topic}"
+    )
 
 
 @exercise("2.2 input validation in C++")
@@ -86,7 +95,11 @@ def check_gated_inputs(validate):
 
     for a, b, case in [
         (torch.zeros(3, 4), torch.zeros(3, 4), "a and b both float32 of shape (3, 4)"),
-        (torch.zeros(2, dtype=torch.float64), torch.zeros(2, dtype=torch.float64), "a and b both float64 of shape (2,)"),
+        (
+            torch.zeros(2, dtype=torch.float64),
+            torch.zeros(2, dtype=torch.float64),
+            "a and b both float64 of shape (2,)",
+        ),
         (torch.zeros(4, 3).t(), torch.zeros(3, 4), "a non-contiguous, b contiguous, both (3, 4)"),
     ]:
         try:
@@ -97,14 +110,42 @@ def check_gated_inputs(validate):
             raise_if_not_attempted(error)
             raise Mistake(f"validate rejected valid inputs ({case}): {str(error).splitlines()[0]}") from None
 
-    _expect_rejected(validate, torch.zeros(3, 4), torch.zeros(4, 3), ("a", "b"), "shape", ("shape", "size"),
-                     "a of shape (3, 4) with b of shape (4, 3)")
-    _expect_rejected(validate, torch.zeros(3, 4), torch.zeros(3, 4, dtype=torch.float64), ("a", "b"), "dtype",
-                     ("dtype", "type", "double", "float"), "a float32 with b float64")
-    _expect_rejected(validate, torch.zeros(3, 4, dtype=torch.int64), torch.zeros(3, 4, dtype=torch.int64), ("a", "b"),
-                     "dtype (it must be floating point)", ("float", "dtype", "type"), "a and b both int64")
-    _expect_rejected(validate, torch.zeros(3, 4), torch.zeros(3, 4, device="meta"), ("a", "b"), "device",
-                     ("device", "meta", "cpu"), "a on the CPU with b on the meta device")
+    _expect_rejected(
+        validate,
+        torch.zeros(3, 4),
+        torch.zeros(4, 3),
+        ("a", "b"),
+        "shape",
+        ("shape", "size"),
+        "a of shape (3, 4) with b of shape (4, 3)",
+    )
+    _expect_rejected(
+        validate,
+        torch.zeros(3, 4),
+        torch.zeros(3, 4, dtype=torch.float64),
+        ("a", "b"),
+        "dtype",
+        ("dtype", "type", "double", "float"),
+        "a float32 with b float64",
+    )
+    _expect_rejected(
+        validate,
+        torch.zeros(3, 4, dtype=torch.int64),
+        torch.zeros(3, 4, dtype=torch.int64),
+        ("a", "b"),
+        "dtype (it must be floating point)",
+        ("float", "dtype", "type"),
+        "a and b both int64",
+    )
+    _expect_rejected(
+        validate,
+        torch.zeros(3, 4),
+        torch.zeros(3, 4, device="meta"),
+        ("a", "b"),
+        "device",
+        ("device", "meta", "cpu"),
+        "a on the CPU with b on the meta device",
+    )
 
 
 class _Spy:
@@ -141,17 +182,22 @@ def check_gated_function(GatedTanh, extension):
             y = GatedTanh.apply(leaf_a, leaf_b)
             expect_close(y, gated_tanh(a, b), f"the output {where}")
             if forward.calls != 1:
-                raise Mistake("forward should call the C++ gated_tanh_forward once; "
-                              f"it called it {forward.calls} times")
+                raise Mistake(
+                    f"forward should call the C++ gated_tanh_forward once; it called it {forward.calls} times"
+                )
             got = torch.autograd.grad(y, (leaf_a, leaf_b), grad, allow_unused=True)
             if backward.calls != 1:
-                raise Mistake("backward should call the C++ gated_tanh_backward (once) and return what it computes; "
-                              f"it called it {backward.calls} times")
+                raise Mistake(
+                    "backward should call the C++ gated_tanh_backward (once) and return what it computes; "
+                    f"it called it {backward.calls} times"
+                )
         expected_a, expected_b = torch.autograd.grad(gated_tanh(leaf_a, leaf_b), (leaf_a, leaf_b), grad)
         for name, value, expected in (("a", got[0], expected_a), ("b", got[1], expected_b)):
             if value is None:
-                raise Mistake(f"no gradient reached {name}: backward returns one gradient per input of forward, "
-                              "in order (d_a, d_b)")
+                raise Mistake(
+                    f"no gradient reached {name}: backward returns one gradient per input of forward, "
+                    "in order (d_a, d_b)"
+                )
             expect_close(value, expected, f"the gradient for {name} {where}")
     a64 = torch.randn(5, generator=generator, dtype=torch.float64, requires_grad=True)
     b64 = torch.randn(5, generator=generator, dtype=torch.float64)

@@ -12,6 +12,7 @@
   program ``scatter_app`` from ``app.cpp`` against libtorch and the ``wb_scatter`` library target.
   Checked by reading the commands (configuring libtorch with CMake takes long).
 """
+
 from __future__ import annotations
 
 import os
@@ -70,19 +71,25 @@ def check_gxx_command(gxx_command):
     output.unlink(missing_ok=True)
     command = gxx_command(str(source), str(output))
     if not isinstance(command, (list, tuple)) or not all(isinstance(word, str) for word in command):
-        raise Mistake(f"gxx_command should return a list of strings (the words of the command), got {type(command).__name__}")
+        raise Mistake(
+            f"gxx_command should return a list of strings (the words of the command), got {type(command).__name__}"
+        )
     command = list(command)
     if not command or os.path.basename(command[0]) not in ("g++", "c++", "g++-12"):
         raise Mistake(f"the command should start with the compiler, g++; it starts with {command[:1]}")
     abi = torch_abi()
     abi_flags = [w for w in command if w.startswith("-D_GLIBCXX_USE_CXX11_ABI")]
     if abi_flags != [f"-D_GLIBCXX_USE_CXX11_ABI={abi}"]:
-        raise Mistake(f"state the ABI explicitly, as torch was built: -D_GLIBCXX_USE_CXX11_ABI={abi} "
-                      f"(torch._C._GLIBCXX_USE_CXX11_ABI is {bool(abi)}); your command has {abi_flags or 'none'}")
+        raise Mistake(
+            f"state the ABI explicitly, as torch was built: -D_GLIBCXX_USE_CXX11_ABI={abi} "
+            f"(torch._C._GLIBCXX_USE_CXX11_ABI is {bool(abi)}); your command has {abi_flags or 'none'}"
+        )
     standards = [w for w in command if w.startswith("-std=")]
     if not standards or not re.fullmatch(r"-std=(c|gnu)\+\+(20|2a|23|2b|26|2c)", standards[-1]):
-        raise Mistake(f"state the C++ standard torch is built for: torch 2.13 compiles extensions as C++20 "
-                      f"(-std=c++20); your command has {standards or 'none'}")
+        raise Mistake(
+            f"state the C++ standard torch is built for: torch 2.13 compiles extensions as C++20 "
+            f"(-std=c++20); your command has {standards or 'none'}"
+        )
     if str(source) not in command or str(output) not in command:
         raise Mistake("the command must compile `source` and write the program to `output` (-o output)")
 
@@ -103,8 +110,10 @@ def check_gxx_command(gxx_command):
     run = subprocess.run([str(output)], capture_output=True, text=True, env=env)
     if run.returncode != 0:
         if "error while loading shared libraries" in run.stderr:
-            raise Mistake("the program builds but cannot find libc10.so when it runs: add a run path, "
-                          "-Wl,-rpath,<torch's lib folder>, so that the loader looks there")
+            raise Mistake(
+                "the program builds but cannot find libc10.so when it runs: add a run path, "
+                "-Wl,-rpath,<torch's lib folder>, so that the loader looks there"
+            )
         raise Mistake(f"the program failed (exit {run.returncode}): {run.stderr.strip()[:300]}")
     if run.stdout.strip() != EXPECTED_OUTPUT:
         raise Mistake(f"the program printed {run.stdout.strip()!r}, expected {EXPECTED_OUTPUT!r}")
@@ -113,9 +122,11 @@ def check_gxx_command(gxx_command):
 # ---- 4.2 the LLTM as a setuptools extension ------------------------------------------------------
 
 LLTM_FOLDER = "csrc/lltm"
-LLTM_SOURCES = {"lltm.cpp": "the schema (TORCH_LIBRARY)",
-                "lltm_python.cpp": "the pybind11 module (PYBIND11_MODULE, so Python finds PyInit__C)",
-                "cpu/lltm_cpu.cpp": "the CPU kernels"}
+LLTM_SOURCES = {
+    "lltm.cpp": "the schema (TORCH_LIBRARY)",
+    "lltm_python.cpp": "the pybind11 module (PYBIND11_MODULE, so Python finds PyInit__C)",
+    "cpu/lltm_cpu.cpp": "the CPU kernels",
+}
 
 
 def _compile_args(extension) -> list:
@@ -132,19 +143,25 @@ def check_lltm_extension(lltm_extension):
 
     extension = lltm_extension()
     if not isinstance(extension, Extension):
-        raise Mistake(f"lltm_extension() should return a setuptools Extension (from CppExtension), "
-                      f"got {type(extension).__name__}")
+        raise Mistake(
+            f"lltm_extension() should return a setuptools Extension (from CppExtension), got {type(extension).__name__}"
+        )
     if not set(include_paths()) <= set(extension.include_dirs):
-        raise Mistake("the extension lacks torch's include folders: declare it with "
-                      "torch.utils.cpp_extension.CppExtension, which adds them (and torch's libraries)")
+        raise Mistake(
+            "the extension lacks torch's include folders: declare it with "
+            "torch.utils.cpp_extension.CppExtension, which adds them (and torch's libraries)"
+        )
     if extension.name != "wb_lltm._C":
-        raise Mistake(f"the extension's name decides where the module goes and what it is called: it should be "
-                      f"'wb_lltm._C' (imported as wb_lltm._C), got {extension.name!r}")
+        raise Mistake(
+            f"the extension's name decides where the module goes and what it is called: it should be "
+            f"'wb_lltm._C' (imported as wb_lltm._C), got {extension.name!r}"
+        )
     sources = list(extension.sources)
     for source in sources:
         if source.startswith("/") or source.startswith(LLTM_FOLDER):
-            raise Mistake(f"setuptools wants source paths relative to setup.py, which lives in {LLTM_FOLDER}/; "
-                          f"got {source!r}")
+            raise Mistake(
+                f"setuptools wants source paths relative to setup.py, which lives in {LLTM_FOLDER}/; got {source!r}"
+            )
         if not (CSRC_DIR / "lltm" / source).is_file():
             raise Mistake(f"there is no {LLTM_FOLDER}/{source}")
     for source, holds in LLTM_SOURCES.items():
@@ -156,8 +173,10 @@ def check_lltm_extension(lltm_extension):
     wanted = [flag for flag in lltm.cpu_flags() if not flag.startswith("-O")]
     missing = [flag for flag in wanted if flag not in _compile_args(extension)]
     if missing:
-        raise Mistake(f"the compile arguments lack {' '.join(missing)}: without lltm.cpu_flags()'s SIMD flags the "
-                      "at::vec::Vectorized loops compile to scalar code")
+        raise Mistake(
+            f"the compile arguments lack {' '.join(missing)}: without lltm.cpu_flags()'s SIMD flags the "
+            "at::vec::Vectorized loops compile to scalar code"
+        )
 
 
 # ---- 4.3 a CMake project for a program that calls the scatter ops ------------------------------
@@ -169,8 +188,10 @@ _WORD = re.compile(r'"[^"]*"|[^\s"]+')
 def cmake_commands(text: str) -> list[tuple[str, list[str]]]:
     """The commands of a CMake file as (lower-case name, arguments), comments removed."""
     lines = [line.split("#", 1)[0] for line in text.splitlines()]
-    return [(name.lower(), [w.strip('"') for w in _WORD.findall(arguments)])
-            for name, arguments in _COMMAND.findall("\n".join(lines))]
+    return [
+        (name.lower(), [w.strip('"') for w in _WORD.findall(arguments)])
+        for name, arguments in _COMMAND.findall("\n".join(lines))
+    ]
 
 
 def _cxx_standard(commands) -> int | None:
@@ -190,27 +211,38 @@ def check_app_cmake(app_cmake):
     if not isinstance(text, str):
         raise Mistake(f"app_cmake() should return the CMake commands as one string, got {type(text).__name__}")
     commands = cmake_commands(text)
-    finds = [i for i, (name, args) in enumerate(commands)
-             if name == "find_package" and args[:1] == ["Torch"] and "REQUIRED" in args]
+    finds = [
+        i
+        for i, (name, args) in enumerate(commands)
+        if name == "find_package" and args[:1] == ["Torch"] and "REQUIRED" in args
+    ]
     if not finds:
-        raise Mistake("find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES and the flags "
-                      "torch needs")
+        raise Mistake(
+            "find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES and the flags torch needs"
+        )
     standard = _cxx_standard(commands)
     if standard is None or standard < 20:
-        raise Mistake("ask for C++20, as torch 2.13 is built: set(CMAKE_CXX_STANDARD 20) (or "
-                      f"target_compile_features(scatter_app PRIVATE cxx_std_20)); your file asks for "
-                      f"{'C++' + str(standard) if standard else 'no standard'}")
+        raise Mistake(
+            "ask for C++20, as torch 2.13 is built: set(CMAKE_CXX_STANDARD 20) (or "
+            f"target_compile_features(scatter_app PRIVATE cxx_std_20)); your file asks for "
+            f"{'C++' + str(standard) if standard else 'no standard'}"
+        )
     executables = [args for name, args in commands if name == "add_executable"]
     if not any(args[:1] == ["scatter_app"] and "app.cpp" in args[1:] for args in executables):
-        raise Mistake(f"build the program with add_executable(scatter_app app.cpp); your add_executable calls: "
-                      f"{executables or 'none'}")
-    defined = next(i for i, (name, args) in enumerate(commands)
-                   if name == "add_executable" and args[:1] == ["scatter_app"])
+        raise Mistake(
+            f"build the program with add_executable(scatter_app app.cpp); your add_executable calls: "
+            f"{executables or 'none'}"
+        )
+    defined = next(
+        i for i, (name, args) in enumerate(commands) if name == "add_executable" and args[:1] == ["scatter_app"]
+    )
     early = [name for name, args in commands[:defined] if name.startswith("target_") and args[:1] == ["scatter_app"]]
     if early:
-        raise Mistake(f"{early[0]}(scatter_app ...) comes before add_executable(scatter_app ...), which defines the "
-                      "target: CMake stops with 'Cannot specify ... for target \"scatter_app\" which is not built by "
-                      "this project'")
+        raise Mistake(
+            f"{early[0]}(scatter_app ...) comes before add_executable(scatter_app ...), which defines the "
+            'target: CMake stops with \'Cannot specify ... for target "scatter_app" which is not built by '
+            "this project'"
+        )
     links = [args[1:] for name, args in commands if name == "target_link_libraries" and args[:1] == ["scatter_app"]]
     if not links:
         raise Mistake("link the program: target_link_libraries(scatter_app PRIVATE ...) is missing")
@@ -222,9 +254,11 @@ def check_app_cmake(app_cmake):
     position = words.index("wb_scatter")
     switches = [w for w in words[:position] if w in ("-Wl,--no-as-needed", "-Wl,--as-needed")]
     if switches[-1:] != ["-Wl,--no-as-needed"]:
-        raise Mistake("the program names no function of wb_scatter (it finds the ops by name in the dispatcher), "
-                      "so a linker with --as-needed drops the library and the ops are never registered: "
-                      "put -Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)")
+        raise Mistake(
+            "the program names no function of wb_scatter (it finds the ops by name in the dispatcher), "
+            "so a linker with --as-needed drops the library and the ops are never registered: "
+            "put -Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)"
+        )
     first_link = next(i for i, (name, args) in enumerate(commands) if name == "target_link_libraries")
     if finds[0] > first_link:
         raise Mistake("find_package(Torch REQUIRED) must come before the commands that use TORCH_LIBRARIES")

@@ -12,6 +12,7 @@
   threads of `workbook.interleaving`, run under many interleavings: values and argindex must
   come out right under every one of them.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -71,8 +72,12 @@ def _cases(device):
     def case(shape, dim, dtype=torch.float32):
         total = (torch.randn(shape, generator=generator, dtype=torch.float64) * 10).to(dtype)
         count = torch.randint(0, 5, (shape[dim],), generator=generator)
-        return (f"shape {tuple(shape)}, dim={dim}, {str(dtype).replace('torch.', '')}",
-                total.to(device), count.to(device), dim)
+        return (
+            f"shape {tuple(shape)}, dim={dim}, {str(dtype).replace('torch.', '')}",
+            total.to(device),
+            count.to(device),
+            dim,
+        )
 
     return [
         case((7,), 0),
@@ -141,24 +146,32 @@ def check_launch_2d(grid_for, thread_element) -> None:
                             covered.setdefault((row, col), []).append(((bx, by), (tx, ty)))
         missing = [(r, c) for r in range(rows) for c in range(cols) if (r, c) not in covered]
         if missing:
-            raise Mistake(f"for {shape}, grid {grid}: no thread handles element {missing[0]} "
-                          f"({len(missing)} of {rows * cols} elements are left out)")
+            raise Mistake(
+                f"for {shape}, grid {grid}: no thread handles element {missing[0]} "
+                f"({len(missing)} of {rows * cols} elements are left out)"
+            )
         twice = next(((element, threads) for element, threads in covered.items() if len(threads) > 1), None)
         if twice:
-            raise Mistake(f"for {shape}: element {twice[0]} is handled by more than one thread "
-                          f"(block, thread) = {twice[1][:2]}")
+            raise Mistake(
+                f"for {shape}: element {twice[0]} is handled by more than one thread (block, thread) = {twice[1][:2]}"
+            )
         first, neighbour = thread_element((0, 0), (0, 0), BLOCK_2D), thread_element((0, 0), (1, 0), BLOCK_2D)
         if (neighbour[0], neighbour[1] - first[1]) != (first[0], 1):
-            raise Mistake(f"threads (0, 0) and (1, 0) of a block handle {first} and {neighbour}: threads next to "
-                          "each other in x (one warp) should read neighbouring columns of one row, so that "
-                          "their loads coalesce")
+            raise Mistake(
+                f"threads (0, 0) and (1, 0) of a block handle {first} and {neighbour}: threads next to "
+                "each other in x (one warp) should read neighbouring columns of one row, so that "
+                "their loads coalesce"
+            )
         needed = (-(-cols // block_x), -(-rows // block_y))
         if grid != needed:
-            raise Mistake(f"for {shape}: grid {grid} covers every element, but {needed} blocks would do: "
-                          "the extra blocks only start threads that have nothing to do")
+            raise Mistake(
+                f"for {shape}: grid {grid} covers every element, but {needed} blocks would do: "
+                "the extra blocks only start threads that have nothing to do"
+            )
 
 
 # ---- 5.3: atomics, under every interleaving --------------------------------------------------------
+
 
 def _scatter_max_cases():
     generator = torch.Generator().manual_seed(53)
@@ -187,8 +200,10 @@ def check_scatter_max_passes(max_pass, arg_pass) -> None:
     for function, arguments in [(max_pass, (0, [1.0], [0], [0.0])), (arg_pass, (0, [1.0], [0], [1.0], [1]))]:
         if not inspect.isgeneratorfunction(function):
             function(*arguments)  # an untouched stub raises NotImplementedError here
-            raise Mistake(f"{function.__name__} should be a thread of workbook.interleaving: a function that "
-                          "`yield`s each operation on shared memory (load, store, atomic_max, ...)")
+            raise Mistake(
+                f"{function.__name__} should be a thread of workbook.interleaving: a function that "
+                "`yield`s each operation on shared memory (load, store, atomic_max, ...)"
+            )
     for src, index, groups in _scatter_max_cases():
         expected_out, expected_arg = _reference_max(src, index, groups)
         for schedule in interleaving.SCHEDULES:
@@ -198,8 +213,12 @@ def check_scatter_max_passes(max_pass, arg_pass) -> None:
             interleaving.run([arg_pass(e, src, index, out, arg) for e in range(len(src))], schedule)
             case = f"src={src}, index={index} under the schedule '{schedule}'"
             if out != expected_out:
-                raise Mistake(f"the values are {out}, expected {expected_out}, for {case}: a load followed by "
-                              "a store lets another thread's write in between; atomic_max does both at once")
+                raise Mistake(
+                    f"the values are {out}, expected {expected_out}, for {case}: a load followed by "
+                    "a store lets another thread's write in between; atomic_max does both at once"
+                )
             if arg != expected_arg:
-                raise Mistake(f"the argindex is {arg}, expected {expected_arg}, for {case}: the position of "
-                              "the first element equal to its group's maximum, whatever order threads run in")
+                raise Mistake(
+                    f"the argindex is {arg}, expected {expected_arg}, for {case}: the position of "
+                    "the first element equal to its group's maximum, whatever order threads run in"
+                )

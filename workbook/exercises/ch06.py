@@ -6,6 +6,7 @@
 * 6.3 ``check_thumbnail(Thumbnail)``: a module that TorchScript compiles, that is right for gray and colour
   images of any size, and that the chapter's C++ program runs from the saved file.
 """
+
 from __future__ import annotations
 
 from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
@@ -34,16 +35,21 @@ def check_gaussian_blur(op):
 
     for image, ksize, sigma in _cases():
         got = op(image, ksize, sigma)
-        expect_close(got, _blur_reference(image, ksize, sigma),
-                     f"gaussian_blur of a {tuple(image.shape)} image with ksize={ksize}, sigma={sigma}")
+        expect_close(
+            got,
+            _blur_reference(image, ksize, sigma),
+            f"gaussian_blur of a {tuple(image.shape)} image with ksize={ksize}, sigma={sigma}",
+        )
     image = torch.rand(8, 8)
     for bad_ksize in (4, 0, -3):
         try:
             op(image, bad_ksize, 1.0)
         except RuntimeError as error:
             if "ksize" not in str(error):
-                raise Mistake(f"gaussian_blur(image, {bad_ksize}, 1.0) raised, but its message does not name "
-                              f"'ksize': {str(error).splitlines()[0]}") from None
+                raise Mistake(
+                    f"gaussian_blur(image, {bad_ksize}, 1.0) raised, but its message does not name "
+                    f"'ksize': {str(error).splitlines()[0]}"
+                ) from None
         else:
             raise Mistake(f"gaussian_blur(image, {bad_ksize}, 1.0) should raise: ksize must be odd and positive")
 
@@ -63,8 +69,10 @@ def check_blur_then_warp(function):
     graph = str(function.graph)
     for op in ("::gaussian_blur(", "workbook_cv::warp_perspective("):
         if op not in graph:
-            raise Mistake(f"the scripted graph never calls {op.strip(':(')} (an operator of your 6.1 library, "
-                          "and workbook_cv's warp_perspective)")
+            raise Mistake(
+                f"the scripted graph never calls {op.strip(':(')} (an operator of your 6.1 library, "
+                "and workbook_cv's warp_perspective)"
+            )
     blurred = _blur_reference(image, 5, 1.2)
     expected = torch.from_numpy(cv2.warpPerspective(blurred.numpy(), warp.numpy(), (30, 20)))
     expect_close(got, expected, "blur_then_warp(image, warp, 20, 30, 5, 1.2)")
@@ -88,23 +96,30 @@ def check_thumbnail(thumbnail_class):
     from .. import BUILD_DIR, torchscript
 
     generator = torch.Generator().manual_seed(63)
-    images = [torch.rand(30, 40, 3, generator=generator), torch.rand(25, 50, generator=generator),
-              torch.rand(64, 48, 2, generator=generator)]
+    images = [
+        torch.rand(30, 40, 3, generator=generator),
+        torch.rand(25, 50, generator=generator),
+        torch.rand(64, 48, 2, generator=generator),
+    ]
     module = thumbnail_class(16)
     try:
         scripted = torch.jit.script(module)
     except Exception as error:  # the TorchScript compiler raises several kinds
-        raise Mistake(f"TorchScript cannot compile Thumbnail ({type(error).__name__}): "
-                      f"{torchscript.error_summary(str(error), 2)}") from None
+        raise Mistake(
+            f"TorchScript cannot compile Thumbnail ({type(error).__name__}): {torchscript.error_summary(str(error), 2)}"
+        ) from None
     for image in images:
         try:
             got = scripted(image)
         except torch.jit.Error as error:
             raise_if_not_attempted(error)
-            raise Mistake(f"the scripted Thumbnail(16) raised for a {tuple(image.shape)} image: "
-                          f"{torchscript.error_summary(str(error), 1)}") from None
-        expect_close(got, _thumbnail_reference(image, 16), f"Thumbnail(16) of a {tuple(image.shape)} image",
-                     rtol=1e-5, atol=1e-5)
+            raise Mistake(
+                f"the scripted Thumbnail(16) raised for a {tuple(image.shape)} image: "
+                f"{torchscript.error_summary(str(error), 1)}"
+            ) from None
+        expect_close(
+            got, _thumbnail_reference(image, 16), f"Thumbnail(16) of a {tuple(image.shape)} image", rtol=1e-5, atol=1e-5
+        )
     folder = BUILD_DIR / "ch06"
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "thumbnail.pt"
@@ -112,5 +127,10 @@ def check_thumbnail(thumbnail_class):
     run = torchscript.run_app(torchscript.example_app(), path, (images[0],), check=False)
     if run.returncode != 0:
         raise Mistake(f"the C++ program could not run the saved Thumbnail: {torchscript.error_summary(run.stderr, 2)}")
-    expect_close(torchscript.read_app_output(path), _thumbnail_reference(images[0], 16),
-                 "the C++ program's Thumbnail(16) of a (30, 40, 3) image", rtol=1e-5, atol=1e-5)
+    expect_close(
+        torchscript.read_app_output(path),
+        _thumbnail_reference(images[0], 16),
+        "the C++ program's Thumbnail(16) of a (30, 40, 3) image",
+        rtol=1e-5,
+        atol=1e-5,
+    )

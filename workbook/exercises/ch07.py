@@ -7,6 +7,7 @@
 * 7.3 ``check_accumulator(Accumulator)``: a module keeping its inputs on a TensorStack; saved after two calls,
   the chapter's C++ program continues from that state.
 """
+
 from __future__ import annotations
 
 import io
@@ -46,8 +47,10 @@ def check_recent_strings(cls):
     for word in ["a", "b", "c", "d", "e"]:
         recent.push(word)
     if recent.items() != ["c", "d", "e"]:
-        raise Mistake(f"after pushing a, b, c, d, e into RecentStrings(3), items() is {recent.items()}, "
-                      "expected ['c', 'd', 'e'] (the newest three, oldest first)")
+        raise Mistake(
+            f"after pushing a, b, c, d, e into RecentStrings(3), items() is {recent.items()}, "
+            "expected ['c', 'd', 'e'] (the newest three, oldest first)"
+        )
     if recent.size() != 3:
         raise Mistake(f"size() is {recent.size()} after overflowing a capacity of 3, expected 3")
 
@@ -58,13 +61,16 @@ def check_recent_strings(cls):
     loaded = torch.jit.load(buffer)
     restored = loaded.recent
     if restored.capacity() != 3:
-        raise Mistake(f"after torch.jit.save and torch.jit.load, capacity() is {restored.capacity()}, expected 3: "
-                      "__getstate__ must save it and __setstate__ restore it")
+        raise Mistake(
+            f"after torch.jit.save and torch.jit.load, capacity() is {restored.capacity()}, expected 3: "
+            "__getstate__ must save it and __setstate__ restore it"
+        )
     if restored.items() != ["c", "d", "e"]:
         raise Mistake(f"after save and load, items() is {restored.items()}, expected ['c', 'd', 'e']")
     if loaded("f") != ["d", "e", "f"]:
-        raise Mistake("after save and load, pushing 'f' through the loaded module should give "
-                      f"['d', 'e', 'f'], got {loaded('f')}")
+        raise Mistake(
+            f"after save and load, pushing 'f' through the loaded module should give ['d', 'e', 'f'], got {loaded('f')}"
+        )
 
 
 @exercise("7.2 reverse a list with TensorStack in TorchScript")
@@ -107,9 +113,12 @@ def check_accumulator(accumulator_class):
     module = accumulator_class()
     history = getattr(module, "history", None)
     if not isinstance(history, torch.ScriptObject) or not history._type().qualified_name().endswith(
-            "workbook_classes.TensorStack"):
-        raise Mistake("Accumulator() should keep its inputs in self.history, a "
-                      f"torch.classes.workbook_classes.TensorStack; got {type(history).__name__}")
+        "workbook_classes.TensorStack"
+    ):
+        raise Mistake(
+            "Accumulator() should keep its inputs in self.history, a "
+            f"torch.classes.workbook_classes.TensorStack; got {type(history).__name__}"
+        )
     scripted = torch.jit.script(module)
     generator = torch.Generator().manual_seed(73)
     a, b, c = (torch.randn(3, 4, generator=generator) for _ in range(3))
@@ -118,10 +127,13 @@ def check_accumulator(accumulator_class):
         expect_close(got, expected, f"the result of call {step} (the sum of the {step} input(s) so far)")
     held = _run_scripted(lambda: scripted.reset(), "reset()")
     if held != 2 or scripted.history.size() != 0:
-        raise Mistake(f"after two calls, reset() returned {held} and left {scripted.history.size()} tensor(s) on the "
-                      "stack: it should empty the stack and return 2")
-    expect_close(_run_scripted(lambda: scripted(c), "the call after reset()"), c,
-                 "the result of the first call after reset()")
+        raise Mistake(
+            f"after two calls, reset() returned {held} and left {scripted.history.size()} tensor(s) on the "
+            "stack: it should empty the stack and return 2"
+        )
+    expect_close(
+        _run_scripted(lambda: scripted(c), "the call after reset()"), c, "the result of the first call after reset()"
+    )
 
     fresh = torch.jit.script(accumulator_class())
     fresh(a)
@@ -132,7 +144,11 @@ def check_accumulator(accumulator_class):
     fresh.save(str(path))
     run = torchscript.run_app(torchscript.example_app(), path, (c,), check=False)
     if run.returncode != 0:
-        raise Mistake("the C++ program could not run the saved Accumulator: "
-                      f"{torchscript.error_summary(run.stderr, 2)}")
-    expect_close(torchscript.read_app_output(path), a + b + c,
-                 "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")
+        raise Mistake(
+            f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
+        )
+    expect_close(
+        torchscript.read_app_output(path),
+        a + b + c,
+        "the C++ program's call on an Accumulator saved after two calls (a + b, then c)",
+    )

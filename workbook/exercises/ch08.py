@@ -1,4 +1,5 @@
 """Checks for chapter 08 (torch.library, torch.compile, torch.export)."""
+
 from __future__ import annotations
 
 from ..checking import Mistake, exercise, expect_close
@@ -24,8 +25,7 @@ def _opcheck_failures(op, samples, tests) -> str:
         for test, result in results.items():
             if result != "SUCCESS":
                 first_line = str(result).strip().splitlines()[0] if str(result).strip() else type(result).__name__
-                return (f"opcheck's {test} failed for src of shape {tuple(src.shape)}: "
-                        f"{first_line[:300]}")
+                return f"opcheck's {test} failed for src of shape {tuple(src.shape)}: {first_line[:300]}"
     return ""
 
 
@@ -49,15 +49,19 @@ def check_dynamic_fake(fake):
         except Exception as error:
             if "data-dependent" not in str(error) and "DataDependent" not in type(error).__name__:
                 raise
-            raise Mistake("the fake kernel reads the values of index (int(), .item(), .max() of a tensor ...), "
-                          "but a fake tensor has shapes only: ask for the unknown size with "
-                          "torch.library.get_ctx().new_dynamic_size()") from None
+            raise Mistake(
+                "the fake kernel reads the values of index (int(), .item(), .max() of a tensor ...), "
+                "but a fake tensor has shapes only: ask for the unknown size with "
+                "torch.library.get_ctx().new_dynamic_size()"
+            ) from None
     if not isinstance(output, torch.Tensor):
         raise Mistake(f"the fake kernel should return a tensor, got {type(output).__name__}")
     if isinstance(output.shape[0], int):
-        raise Mistake(f"the fake kernel gave the output a fixed number of rows ({output.shape[0]}); it depends on "
-                      "the values in index, which a fake tensor does not have: ask for a new size with "
-                      "torch.library.get_ctx().new_dynamic_size()")
+        raise Mistake(
+            f"the fake kernel gave the output a fixed number of rows ({output.shape[0]}); it depends on "
+            "the values in index, which a fake tensor does not have: ask for a new size with "
+            "torch.library.get_ctx().new_dynamic_size()"
+        )
     failure = _opcheck_failures(op, _segment_sum_samples(), ("test_faketensor", "test_aot_dispatch_dynamic"))
     if failure:
         raise Mistake(failure)
@@ -70,8 +74,7 @@ def check_segment_sum_autograd(setup_context, backward):
 
     from .. import successor
 
-    op = successor.new_segment_sum(fake=successor.segment_sum_fake, setup_context=setup_context,
-                                   backward=backward)
+    op = successor.new_segment_sum(fake=successor.segment_sum_fake, setup_context=setup_context, backward=backward)
     for src, index in _segment_sum_samples():
         src = src.clone().requires_grad_()
         output = op(src, index)
@@ -80,8 +83,7 @@ def check_segment_sum_autograd(setup_context, backward):
         expect_close(grad, grad_output.index_select(0, index), f"the gradient of src (shape {tuple(src.shape)})")
         if not torch.autograd.gradcheck(lambda s: op(s, index), (src,), raise_exception=False):
             raise Mistake(f"gradcheck failed for src of shape {tuple(src.shape)}")
-    failure = _opcheck_failures(op, _segment_sum_samples(), ("test_autograd_registration",
-                                                              "test_aot_dispatch_dynamic"))
+    failure = _opcheck_failures(op, _segment_sum_samples(), ("test_autograd_registration", "test_aot_dispatch_dynamic"))
     if failure:
         raise Mistake(failure)
 
@@ -107,13 +109,16 @@ def check_no_graph_break(aggregate):
         lines = [line for line in str(error).strip().splitlines() if line.strip()]
         raise Mistake(f"torch.compile(fullgraph=True) found a graph break: {' '.join(lines[:2])[:300]}") from None
     if isinstance(got, torch.Tensor) and got.shape[0] != x.shape[0]:
-        raise Mistake(f"the result has {got.shape[0]} rows for a graph of {x.shape[0]} nodes: a node without "
-                      "in-edges must get a row too (size the output from x, not from the edges)")
+        raise Mistake(
+            f"the result has {got.shape[0]} rows for a graph of {x.shape[0]} nodes: a node without "
+            "in-edges must get a row too (size the output from x, not from the edges)"
+        )
     expect_close(got, expected, "the compiled result")
     x_eager = x.clone().requires_grad_()
-    expected_grad, = torch.autograd.grad(
-        scatter.reference_mean(x_eager[edge_index[0]], edge_index[1], dim=0, dim_size=x.shape[0]).sum(), x_eager)
-    got_grad, = torch.autograd.grad(got.sum(), x_compiled)
+    (expected_grad,) = torch.autograd.grad(
+        scatter.reference_mean(x_eager[edge_index[0]], edge_index[1], dim=0, dim_size=x.shape[0]).sum(), x_eager
+    )
+    (got_grad,) = torch.autograd.grad(got.sum(), x_compiled)
     expect_close(got_grad, expected_grad, "the gradient of x through the compiled function")
 
 
@@ -134,9 +139,11 @@ def check_export(export_layer):
         if "Constraints violated" not in str(error):
             raise
         first_line = str(error).strip().splitlines()[0]
-        raise Mistake(f"torch.export refused the dynamic dimensions you asked for ({first_line}): the node count "
-                      "reaches scatter's `int? dim_size` argument, which specialises it; keep x's size static "
-                      "and make only the number of edges dynamic") from None
+        raise Mistake(
+            f"torch.export refused the dynamic dimensions you asked for ({first_line}): the node count "
+            "reaches scatter's `int? dim_size` argument, which specialises it; keep x's size static "
+            "and make only the number of edges dynamic"
+        ) from None
     if not isinstance(exported, torch.export.ExportedProgram):
         raise Mistake(f"export_layer should return a torch.export.ExportedProgram, got {type(exported).__name__}")
     targets = {str(node.target) for node in exported.graph.nodes if node.op == "call_function"}
@@ -150,6 +157,8 @@ def check_export(export_layer):
             got = exported.module()(x, edge_index)
         except Exception as error:  # a size the export fixed: the guard says which
             first_line = str(error).strip().splitlines()[0]
-            raise Mistake(f"the exported program refused a graph of 6 nodes and {edges} edges "
-                          f"({first_line[:200]}): mark the number of edges dynamic") from None
+            raise Mistake(
+                f"the exported program refused a graph of 6 nodes and {edges} edges "
+                f"({first_line[:200]}): mark the number of edges dynamic"
+            ) from None
         expect_close(got, expected, f"the exported program's output for {edges} edges")

@@ -1,4 +1,5 @@
 """Checks for chapter 09 (performance)."""
+
 from __future__ import annotations
 
 import functools
@@ -10,8 +11,8 @@ from pathlib import Path
 
 from ..checking import Mistake, exercise, expect_close
 
-
 # ---- 9.1 find and fix a slow loop ------------------------------------------------------------------
+
 
 def group_means_slow(values, groups, num_groups: int):
     """The mean of `values` per group (0 for a group with no values), one group at a time."""
@@ -62,19 +63,25 @@ def check_group_means(group_means):
     import torch
 
     for values, groups, num_groups in _group_cases():
-        expect_close(group_means(values, groups, num_groups), group_means_slow(values, groups, num_groups),
-                     f"group_means for {len(values)} {values.dtype} values in {num_groups} groups")
+        expect_close(
+            group_means(values, groups, num_groups),
+            group_means_slow(values, groups, num_groups),
+            f"group_means for {len(values)} {values.dtype} values in {num_groups} groups",
+        )
     generator = torch.Generator().manual_seed(1)
     small = (torch.randn(200, generator=generator), torch.randint(0, 20, (200,), generator=generator), 20)
     large = (torch.randn(20_000, generator=generator), torch.randint(0, 2_000, (20_000,), generator=generator), 2_000)
     small_steps, large_steps = python_steps(group_means, *small), python_steps(group_means, *large)
     if large_steps > small_steps + 20:
-        raise Mistake(f"your function took {small_steps} Python steps for 200 values in 20 groups but {large_steps} "
-                      f"for 20,000 values in 2,000 groups: it still loops in Python. Let one torch call handle "
-                      f"every group at once (index_add_, scatter_add_ or bincount with weights)")
+        raise Mistake(
+            f"your function took {small_steps} Python steps for 200 values in 20 groups but {large_steps} "
+            f"for 20,000 values in 2,000 groups: it still loops in Python. Let one torch call handle "
+            f"every group at once (index_add_, scatter_add_ or bincount with weights)"
+        )
 
 
 # ---- 9.2 measure a claim properly -------------------------------------------------------------------
+
 
 class _Steps:
     """Two statements for the check to time: `baseline_step()` sleeps twice as long as `ours_step()`.
@@ -104,31 +111,46 @@ def check_speedup(speedup):
     from torch.utils.benchmark import Measurement
 
     steps, threads, rounds = _Steps(), 3, 3
-    result = speedup("ours_step()", "baseline_step()",
-                     {"ours_step": steps.ours_step, "baseline_step": steps.baseline_step}, threads, rounds)
+    result = speedup(
+        "ours_step()",
+        "baseline_step()",
+        {"ours_step": steps.ours_step, "baseline_step": steps.baseline_step},
+        threads,
+        rounds,
+    )
     if not isinstance(result, tuple) or len(result) != 3:
-        raise Mistake(f"speedup should return a tuple (ratio, ours_measurement, baseline_measurement), "
-                      f"got {type(result).__name__}")
+        raise Mistake(
+            f"speedup should return a tuple (ratio, ours_measurement, baseline_measurement), "
+            f"got {type(result).__name__}"
+        )
     ratio, ours, baseline = result
     for name, measurement in (("ours", ours), ("baseline", baseline)):
         if not isinstance(measurement, Measurement):
-            raise Mistake(f"the {name} measurement should be a torch.utils.benchmark Measurement (what "
-                          f"Timer.blocked_autorange returns), got {type(measurement).__name__}")
+            raise Mistake(
+                f"the {name} measurement should be a torch.utils.benchmark Measurement (what "
+                f"Timer.blocked_autorange returns), got {type(measurement).__name__}"
+            )
     for name, measurement, statement in (("ours", ours, "ours_step()"), ("baseline", baseline, "baseline_step()")):
         if measurement.task_spec.stmt != statement:
             raise Mistake(f"the {name} measurement timed {measurement.task_spec.stmt!r}, expected {statement!r}")
         if measurement.task_spec.num_threads != threads:
-            raise Mistake(f"the {name} statement ran with {measurement.task_spec.num_threads} thread(s), but "
-                          f"threads={threads} was asked for: pass num_threads=threads to Timer (its default is 1)")
+            raise Mistake(
+                f"the {name} statement ran with {measurement.task_spec.num_threads} thread(s), but "
+                f"threads={threads} was asked for: pass num_threads=threads to Timer (its default is 1)"
+            )
     expected_ratio = baseline.median / ours.median
     if not isinstance(ratio, float) or abs(ratio - expected_ratio) > 1e-9 * expected_ratio:
-        raise Mistake(f"the ratio should be baseline's median / ours' median = {expected_ratio:.3f} (above 1: "
-                      f"ours is faster), got {ratio!r}")
+        raise Mistake(
+            f"the ratio should be baseline's median / ours' median = {expected_ratio:.3f} (above 1: "
+            f"ours is faster), got {ratio!r}"
+        )
     stretches = steps.stretches()
     if min(stretches.count("ours"), stretches.count("baseline")) < rounds:
-        raise Mistake(f"the two statements ran in {len(stretches)} stretch(es) ({' → '.join(stretches[:6])}"
-                      f"{' ...' if len(stretches) > 6 else ''}); with rounds={rounds}, time them in turn, "
-                      f"each at least {rounds} times, so that a disturbance of the machine hits both alike")
+        raise Mistake(
+            f"the two statements ran in {len(stretches)} stretch(es) ({' → '.join(stretches[:6])}"
+            f"{' ...' if len(stretches) > 6 else ''}); with rounds={rounds}, time them in turn, "
+            f"each at least {rounds} times, so that a disturbance of the machine hits both alike"
+        )
 
 
 # ---- 9.3 choose headers to cut a build's time -------------------------------------------------------
@@ -172,10 +194,15 @@ def check_minimal_headers(choose_headers):
     from .. import compile_times
 
     headers = choose_headers()
-    if (isinstance(headers, str) or not isinstance(headers, (list, tuple)) or not headers
-            or not all(isinstance(header, str) for header in headers)):
-        raise Mistake(f"headers should be a non-empty list of header names such as 'ATen/core/Tensor.h', "
-                      f"got {headers!r}")
+    if (
+        isinstance(headers, str)
+        or not isinstance(headers, (list, tuple))
+        or not headers
+        or not all(isinstance(header, str) for header in headers)
+    ):
+        raise Mistake(
+            f"headers should be a non-empty list of header names such as 'ATen/core/Tensor.h', got {headers!r}"
+        )
     odd = [header for header in headers if header.startswith("#") or "<" in header or '"' in header]
     if odd:
         raise Mistake(f"write the header names alone, without #include, <> or quotes: {odd[0]!r}")
@@ -186,17 +213,21 @@ def check_minimal_headers(choose_headers):
         raise Mistake(f"the compiler cannot read these headers: {_first_error(error)}") from None
     limit = int(_reference_lines() * _SLACK)
     if lines > limit:
-        raise Mistake(f"with these headers the compiler reads {lines:,} lines; the op needs at most {limit:,}. "
-                      f"Drop umbrella headers (torch/extension.h, torch/torch.h, ATen/ATen.h) and include the "
-                      f"class and the one function header the op uses")
+        raise Mistake(
+            f"with these headers the compiler reads {lines:,} lines; the op needs at most {limit:,}. "
+            f"Drop umbrella headers (torch/extension.h, torch/torch.h, ATen/ATen.h) and include the "
+            f"class and the one function header the op uses"
+        )
     with tempfile.TemporaryDirectory(prefix="ch09_headers_") as folder:
         Path(folder, "positive_twice.cpp").write_text(with_headers(headers))
         try:
-            compile_times.run_compiler(compile_times.compiler_command(),
-                                       [*flags, "-fsyntax-only", "positive_twice.cpp"], cwd=folder)
+            compile_times.run_compiler(
+                compile_times.compiler_command(), [*flags, "-fsyntax-only", "positive_twice.cpp"], cwd=folder
+            )
         except RuntimeError as error:
-            raise Mistake(f"the op does not compile with these headers: {_first_error(error, with_headers(headers))}"
-                          ) from None
+            raise Mistake(
+                f"the op does not compile with these headers: {_first_error(error, with_headers(headers))}"
+            ) from None
 
 
 def _first_error(error: RuntimeError, source: str = "") -> str:

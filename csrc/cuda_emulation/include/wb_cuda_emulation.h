@@ -25,8 +25,8 @@ void launch(Grid grid, Block block, std::size_t /*shared_bytes*/, void* /*stream
   // The limits a real launch enforces (cudaErrorInvalidConfiguration).
   TORCH_CHECK(static_cast<int64_t>(grid) > 0 && static_cast<int64_t>(grid) <= 2147483647 &&
                   static_cast<int64_t>(block) > 0 && static_cast<int64_t>(block) <= 1024,
-              "CUDA error: invalid configuration argument (emulated launch with grid ", grid,
-              " and block ", block, ")");
+              "CUDA error: invalid configuration argument (emulated launch with grid ", grid, " and block ", block,
+              ")");
   gridDim.x = static_cast<unsigned>(grid);
   blockDim.x = static_cast<unsigned>(block);
   for (unsigned b = 0; b < gridDim.x; ++b) {

@@ -17,9 +17,9 @@
 //
 // Headers: c10/cuda/CUDAStream.h and CUDAGuard.h, not ATen/cuda/CUDAContext.h, which also pulls in
 // cuBLAS and cuSPARSE headers this file does not need.
-#include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
+#include <ATen/core/Tensor.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
@@ -83,7 +83,7 @@ __global__ void lltm_backward_kernel(const scalar_t* __restrict__ gh, const scal
     const opmath_t tanh_c = tanh(opmath_t(c_new[k]));
     // new_h = tanh(new_cell) * o: the gradient reaches new_cell through tanh and adds to grad_cell.
     const opmath_t d_c = opmath_t(gc[k]) + opmath_t(gh[k]) * o * (opmath_t(1) - tanh_c * tanh_c);
-    const opmath_t d_i = d_c * z * i * (opmath_t(1) - i);                    // sigmoid' = s (1 - s)
+    const opmath_t d_i = d_c * z * i * (opmath_t(1) - i);  // sigmoid' = s (1 - s)
     const opmath_t d_o = opmath_t(gh[k]) * tanh_c * o * (opmath_t(1) - o);
     // elu'(x) = 1 for x > 0, exp(x) = elu(x) + 1 otherwise; elu(x) > 0 exactly when x > 0.
     const opmath_t elu_slope = z > opmath_t(0) ? opmath_t(1) : z + opmath_t(1);
@@ -101,13 +101,11 @@ void check_on_cuda(const char* op, const at::Tensor& first, const char* name) {
               first.device());
 }
 
-ForwardOutputs lltm_forward_cuda(const at::Tensor& input, const at::Tensor& weights,
-                                 const at::Tensor& bias, const at::Tensor& old_h,
-                                 const at::Tensor& old_cell) {
+ForwardOutputs lltm_forward_cuda(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                                 const at::Tensor& old_h, const at::Tensor& old_cell) {
   TORCH_CHECK(input.defined(), "lltm_forward: input is an undefined tensor");
   check_on_cuda("lltm_forward", input, "input");
-  const auto [batch_size, state_size, input_features] =
-      check_forward_arguments(input, weights, bias, old_h, old_cell);
+  const auto [batch_size, state_size, input_features] = check_forward_arguments(input, weights, bias, old_h, old_cell);
   (void)input_features;
   const c10::cuda::CUDAGuard device_guard(input.device());
 
@@ -126,9 +124,8 @@ ForwardOutputs lltm_forward_cuda(const at::Tensor& input, const at::Tensor& weig
   return t.outputs();
 }
 
-BackwardOutputs lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                   const at::Tensor& new_cell, const at::Tensor& gates,
-                                   const at::Tensor& X, const at::Tensor& weights) {
+BackwardOutputs lltm_backward_cuda(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                                   const at::Tensor& gates, const at::Tensor& X, const at::Tensor& weights) {
   TORCH_CHECK(grad_h.defined(), "lltm_backward: grad_h is an undefined tensor");
   check_on_cuda("lltm_backward", grad_h, "grad_h");
   const auto [batch_size, state_size, input_features] =

@@ -14,9 +14,6 @@
 // buffer; other dtypes accumulate in the output itself when it is contiguous.
 // `extra` below is what a reduction keeps per group beside its value: mean's count (ScatterOutputs::
 // count), min/max's argindex (ScatterOutputs::argindex); null for sum.
-#include "../scatter.h"
-#include "../scatter_reduce_rules.h"
-
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 #include <ATen/core/Tensor.h>
@@ -27,6 +24,9 @@
 #include <tuple>
 #include <type_traits>
 #include <vector>
+
+#include "../scatter.h"
+#include "../scatter_reduce_rules.h"
 
 namespace wb_scatter {
 namespace {
@@ -45,7 +45,8 @@ inline void update_extreme(acc_t& val, int64_t& argindex, acc_t x, int64_t j, bo
 }
 
 [[noreturn]] void bad_index(int64_t k, int64_t j, int64_t m) {
-  TORCH_CHECK(false, "index value ", k, " at position ", j, " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
+  TORCH_CHECK(false, "index value ", k, " at position ", j,
+              " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
 }
 
 // Fold src row (o, j), columns [i0, i1), into output row k of `val`/`extra`. __restrict: src never
@@ -93,19 +94,25 @@ inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_
     for (; j + 8 <= j1; j += 8)
       for (int l = 0; l < 8; ++l) {
         acc_t x = static_cast<acc_t>(s[j + l]);
-        if constexpr (R == Reduce::Min) lane[l] = x < lane[l] ? x : lane[l];
-        else lane[l] = x > lane[l] ? x : lane[l];
+        if constexpr (R == Reduce::Min)
+          lane[l] = x < lane[l] ? x : lane[l];
+        else
+          lane[l] = x > lane[l] ? x : lane[l];
         nan |= at::_isnan(x);
       }
     acc_t best = lane[0];
     for (int l = 1; l < 8; ++l) {
-      if constexpr (R == Reduce::Min) best = lane[l] < best ? lane[l] : best;
-      else best = lane[l] > best ? lane[l] : best;
+      if constexpr (R == Reduce::Min)
+        best = lane[l] < best ? lane[l] : best;
+      else
+        best = lane[l] > best ? lane[l] : best;
     }
     for (; j < j1; ++j) {
       acc_t x = static_cast<acc_t>(s[j]);
-      if constexpr (R == Reduce::Min) best = x < best ? x : best;
-      else best = x > best ? x : best;
+      if constexpr (R == Reduce::Min)
+        best = x < best ? x : best;
+      else
+        best = x > best ? x : best;
       nan |= at::_isnan(x);
     }
     int64_t first = j0;
@@ -159,8 +166,8 @@ constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a
 // function of its own (noinline), so its loops compile the same wherever reduce_block goes (inlined
 // into reduce_block, the 1-D float32 sum got slower).
 template <typename scalar_t, typename acc_t, Reduce R>
-[[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0,
-                                       int64_t j1, acc_t* val, int64_t* extra, bool fresh) {
+[[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1,
+                                       acc_t* val, int64_t* extra, bool fresh) {
   const int64_t step = g.is1;
   // An output larger than the caches: ask for the output element of a later position early.
   const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
@@ -175,8 +182,10 @@ template <typename scalar_t, typename acc_t, Reduce R>
       for (int64_t j = c0; j < c1;) {
         const int64_t k = ix[j * step];
         int64_t end = j + 1;
-        if (step == 1) end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
-        else while (end < c1 && ix[end * step] == k) ++end;
+        if (step == 1)
+          end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
+        else
+          while (end < c1 && ix[end * step] == k) ++end;
         fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
         j = end;
       }
@@ -208,9 +217,8 @@ template <typename scalar_t, typename acc_t, Reduce R>
 // noinline: called once per block of work, its loops then compile the same whichever threading
 // function calls it (inlined into them, the [N, 64] float64 sum and float32 min lost a third).
 template <typename scalar_t, typename acc_t, Reduce R>
-[[gnu::noinline]] void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o,
-                                    int64_t j0, int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra,
-                                    bool fresh) {
+[[gnu::noinline]] void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t j0,
+                                    int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
   const scalar_t* s = src + o * g.n * g.inner;
   const int64_t* ix = index + o * g.is0;
   if (g.inner == 1) {  // one element per src row
@@ -223,8 +231,8 @@ template <typename scalar_t, typename acc_t, Reduce R>
     for (int64_t j = j0; j < j1; ++j) {
       int64_t k = ix[j * g.is1];
       if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0,
-                                   i1, g.n, fresh);
+      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0, i1,
+                                   g.n, fresh);
     }
     return;
   }
@@ -340,8 +348,8 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   acc_t* a = acc.data_ptr<acc_t>();
   const Tensor& per_group = R == Reduce::Mean ? outs.count : outs.argindex;
   int64_t* extra = per_group.defined() ? per_group.data_ptr<int64_t>() : nullptr;
-  scatter_loops<scalar_t, acc_t, R>(src_c.const_data_ptr<scalar_t>(), index3.const_data_ptr<int64_t>(), g, a,
-                                    extra, outs.fresh);
+  scatter_loops<scalar_t, acc_t, R>(src_c.const_data_ptr<scalar_t>(), index3.const_data_ptr<int64_t>(), g, a, extra,
+                                    outs.fresh);
   // Finish: mean divides by the count.
   if constexpr (R == Reduce::Mean) {
     at::parallel_for(0, acc.numel(), kGrain, [&](int64_t b, int64_t e) {
@@ -367,10 +375,18 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
 
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_cpu", [&] {
     switch (r) {
-      case Reduce::Sum: run<scalar_t, Reduce::Sum>(src_c, index3, g, outs); break;
-      case Reduce::Mean: run<scalar_t, Reduce::Mean>(src_c, index3, g, outs); break;
-      case Reduce::Min: run<scalar_t, Reduce::Min>(src_c, index3, g, outs); break;
-      case Reduce::Max: run<scalar_t, Reduce::Max>(src_c, index3, g, outs); break;
+      case Reduce::Sum:
+        run<scalar_t, Reduce::Sum>(src_c, index3, g, outs);
+        break;
+      case Reduce::Mean:
+        run<scalar_t, Reduce::Mean>(src_c, index3, g, outs);
+        break;
+      case Reduce::Min:
+        run<scalar_t, Reduce::Min>(src_c, index3, g, outs);
+        break;
+      case Reduce::Max:
+        run<scalar_t, Reduce::Max>(src_c, index3, g, outs);
+        break;
     }
   });
   return {outs.out, outs.argindex};
@@ -379,6 +395,4 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
 }  // namespace
 }  // namespace wb_scatter
 
-TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) {
-  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cpu>(m);
-}
+TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) { wb_scatter::register_backend<&wb_scatter::scatter_reduce_cpu>(m); }

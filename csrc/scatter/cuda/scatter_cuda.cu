@@ -35,24 +35,24 @@
 //
 // Every launch is on the current stream, under a guard for src's device, followed by
 // C10_CUDA_KERNEL_LAUNCH_CHECK().
-#include "../scatter.h"
-#include "../scatter_reduce_rules.h"
-
-#include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/NumericUtils.h>
-#include <ATen/cuda/Atomic.cuh>
+#include <ATen/core/Tensor.h>
 #include <ATen/ops/full.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include <ATen/cuda/Atomic.cuh>
 #include <algorithm>
 #include <limits>
 #include <optional>
 #include <tuple>
 #include <type_traits>
+
+#include "../scatter.h"
+#include "../scatter_reduce_rules.h"
 
 namespace wb_scatter {
 namespace {
@@ -68,8 +68,8 @@ int blocks_for(int64_t elements) {
 }
 
 // Where src element e = (o, j, i) goes; -1 when its index value is out of range (then recorded).
-__device__ __forceinline__ int64_t target(const int64_t* __restrict__ index, const Geometry& g, int64_t e,
-                                          int64_t& j, int64_t* bad) {
+__device__ __forceinline__ int64_t target(const int64_t* __restrict__ index, const Geometry& g, int64_t e, int64_t& j,
+                                          int64_t* bad) {
   const int64_t i = e % g.inner;
   j = (e / g.inner) % g.n;
   const int64_t o = e / (g.inner * g.n);
@@ -81,14 +81,14 @@ __device__ __forceinline__ int64_t target(const int64_t* __restrict__ index, con
   return (o * g.m + k) * g.inner + i;
 }
 
-#define WB_GRID_STRIDE_LOOP(e, count)                                                    \
+#define WB_GRID_STRIDE_LOOP(e, count)                                                        \
   for (int64_t e = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; e < (count); \
        e += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
 // sum and mean: acc[target] += src[e]; mean also counts.
 template <typename scalar_t, typename acc_t, bool kCount>
-__global__ void scatter_add_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                   Geometry g, acc_t* acc, int64_t* count, int64_t* bad) {
+__global__ void scatter_add_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index, Geometry g,
+                                   acc_t* acc, int64_t* count, int64_t* bad) {
   WB_GRID_STRIDE_LOOP(e, g.src_numel()) {
     int64_t j;
     const int64_t t = target(index, g, e, j, bad);
@@ -111,23 +111,24 @@ __device__ __forceinline__ bool same(acc_t x, acc_t result) {
 
 // Pass 1 of min/max: the value (a NaN propagates through the atomics).
 template <typename scalar_t, typename acc_t, Reduce R>
-__global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                       Geometry g, acc_t* acc, int64_t* bad) {
+__global__ void scatter_extreme_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index, Geometry g,
+                                       acc_t* acc, int64_t* bad) {
   WB_GRID_STRIDE_LOOP(e, g.src_numel()) {
     int64_t j;
     const int64_t t = target(index, g, e, j, bad);
     if (t < 0) continue;
     const acc_t x = static_cast<acc_t>(src[e]);
-    if constexpr (R == Reduce::Max) gpuAtomicMax(acc + t, x);
-    else gpuAtomicMin(acc + t, x);
+    if constexpr (R == Reduce::Max)
+      gpuAtomicMax(acc + t, x);
+    else
+      gpuAtomicMin(acc + t, x);
   }
 }
 
 // Pass 2 of min/max: the argindex, lowest winning position. `initial`: out's values (else null).
 template <typename scalar_t, typename acc_t, Reduce R>
-__global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index,
-                                   Geometry g, const acc_t* __restrict__ acc, const acc_t* __restrict__ initial,
-                                   int64_t* arg) {
+__global__ void scatter_arg_kernel(const scalar_t* __restrict__ src, const int64_t* __restrict__ index, Geometry g,
+                                   const acc_t* __restrict__ acc, const acc_t* __restrict__ initial, int64_t* arg) {
   WB_GRID_STRIDE_LOOP(e, g.src_numel()) {
     int64_t j;
     const int64_t t = target(index, g, e, j, nullptr);
@@ -155,7 +156,8 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   // Accumulate in out itself when it is contiguous and of the accumulation type, else in a copy.
   Tensor acc = (std::is_same_v<acc_t, scalar_t> && out.is_contiguous())
                    ? out
-                   : out.to(c10::CppTypeToScalarType<acc_t>::value, /*non_blocking=*/false, /*copy=*/true, at::MemoryFormat::Contiguous);
+                   : out.to(c10::CppTypeToScalarType<acc_t>::value, /*non_blocking=*/false, /*copy=*/true,
+                            at::MemoryFormat::Contiguous);
   const scalar_t* src = src_c.const_data_ptr<scalar_t>();
   const int64_t* index = index3.const_data_ptr<int64_t>();
   acc_t* a = acc.mutable_data_ptr<acc_t>();
@@ -219,10 +221,18 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_cuda", [&] {
     switch (r) {
-      case Reduce::Sum: run<scalar_t, Reduce::Sum>(src_c, index3, g, outs, bad_ptr, stream); break;
-      case Reduce::Mean: run<scalar_t, Reduce::Mean>(src_c, index3, g, outs, bad_ptr, stream); break;
-      case Reduce::Min: run<scalar_t, Reduce::Min>(src_c, index3, g, outs, bad_ptr, stream); break;
-      case Reduce::Max: run<scalar_t, Reduce::Max>(src_c, index3, g, outs, bad_ptr, stream); break;
+      case Reduce::Sum:
+        run<scalar_t, Reduce::Sum>(src_c, index3, g, outs, bad_ptr, stream);
+        break;
+      case Reduce::Mean:
+        run<scalar_t, Reduce::Mean>(src_c, index3, g, outs, bad_ptr, stream);
+        break;
+      case Reduce::Min:
+        run<scalar_t, Reduce::Min>(src_c, index3, g, outs, bad_ptr, stream);
+        break;
+      case Reduce::Max:
+        run<scalar_t, Reduce::Max>(src_c, index3, g, outs, bad_ptr, stream);
+        break;
     }
   });
 
@@ -243,6 +253,4 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
 }  // namespace
 }  // namespace wb_scatter
 
-TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) {
-  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cuda>(m);
-}
+TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) { wb_scatter::register_backend<&wb_scatter::scatter_reduce_cuda>(m); }

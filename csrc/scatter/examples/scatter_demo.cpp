@@ -16,10 +16,10 @@ int main() {
   auto scatter_sum = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("wb_scatter::scatter_sum", "")
                          .typed<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>();
-  auto scatter_max = c10::Dispatcher::singleton()
-                         .findSchemaOrThrow("wb_scatter::scatter_max", "")
-                         .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t,
-                                                           std::optional<int64_t>)>();
+  auto scatter_max =
+      c10::Dispatcher::singleton()
+          .findSchemaOrThrow("wb_scatter::scatter_max", "")
+          .typed<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>();
   // scatter_sum.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> (): adds into out.
   auto scatter_sum_into = c10::Dispatcher::singleton()
                               .findSchemaOrThrow("wb_scatter::scatter_sum", "accumulate")
@@ -28,8 +28,7 @@ int main() {
   Tensor src = at::arange(1, 7, at::kFloat).view({2, 3});  // [[1, 2, 3], [4, 5, 6]]
   Tensor index = at::tensor({0, 1, 0}, at::kLong);         // broadcast over the rows
   std::cout << "src:\n" << src << "\n";
-  std::cout << "scatter_sum(src, index, dim=1):\n"
-            << scatter_sum.call(src, index, 1, std::nullopt) << "\n";
+  std::cout << "scatter_sum(src, index, dim=1):\n" << scatter_sum.call(src, index, 1, std::nullopt) << "\n";
 
   Tensor totals = at::ones({2, 2});
   scatter_sum_into.call(src, index, 1, totals);

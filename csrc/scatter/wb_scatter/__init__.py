@@ -7,6 +7,7 @@
 The compiled library _C*.so registers the ops torch.ops.wb_scatter.* (kernels and autograd, in
 C++); this module loads it, and wb_scatter.ops adds the fake kernels torch.compile needs.
 """
+
 from pathlib import Path
 
 # torch first: the library needs libtorch's symbols, which importing torch loads into the process.
@@ -31,7 +32,7 @@ def _find_library() -> Path:
 
 def _namespace_taken() -> bool:
     try:
-        torch.ops.wb_scatter.scatter_sum
+        torch.ops.wb_scatter.scatter_sum  # noqa: B018 - looking the op up is the test
     except (AttributeError, RuntimeError):
         return False
     return True

@@ -9,6 +9,7 @@ The functions take torch_scatter's arguments `(src, index, dim=-1, out=None, dim
 and pick the overload: without `out`, the functional op (a fresh result); with `out`, the
 `accumulate` overload, which starts from out's values, writes into `out` and returns it.
 """
+
 import torch
 
 OPS = ("scatter_sum", "scatter_mean", "scatter_min", "scatter_max")
@@ -22,8 +23,9 @@ def _check_dim_size(out, dim, dim_size):
     if not isinstance(out, torch.Tensor):
         raise TypeError(f"out must be a tensor or None, got {type(out).__name__}")
     if dim_size is not None and dim_size != out.size(dim):
-        raise RuntimeError(f"dim_size is {dim_size} but out.size({dim}) is {out.size(dim)}; "
-                           "pass one of them or make them agree")
+        raise RuntimeError(
+            f"dim_size is {dim_size} but out.size({dim}) is {out.size(dim)}; pass one of them or make them agree"
+        )
 
 
 def scatter_sum(src, index, dim=-1, out=None, dim_size=None):
@@ -58,8 +60,7 @@ def scatter_max(src, index, dim=-1, out=None, dim_size=None):
 
 def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
     """One entry point, like torch_scatter.scatter; min/max return only the values."""
-    functions = {"sum": scatter_sum, "add": scatter_sum, "mean": scatter_mean, "min": scatter_min,
-                 "max": scatter_max}
+    functions = {"sum": scatter_sum, "add": scatter_sum, "mean": scatter_mean, "min": scatter_min, "max": scatter_max}
     if not isinstance(reduce, str) or reduce not in functions:
         raise ValueError(f"reduce must be 'sum', 'mean', 'min' or 'max', got {reduce!r}")
     result = functions[reduce](src, index, dim, out, dim_size)
@@ -70,17 +71,24 @@ def scatter(src, index, dim=-1, out=None, dim_size=None, reduce="sum"):
 # A fake kernel sees tensors without data and returns empty tensors with the result's shape,
 # strides and dtype. The C++ kernels return contiguous tensors, so the fakes do too (new_empty).
 
+
 def _check(src, index, dim, out=None):
     """The C++ kernels' argument checks that need no values, with the same messages."""
     torch._check(src.dim() >= 1, lambda: "src must have at least one dimension, got a 0-dimensional tensor")
-    torch._check(-src.dim() <= dim < src.dim(),
-                 lambda: f"dim must be in [{-src.dim()}, {src.dim()}) for src of shape {list(src.shape)}, got {dim}")
+    torch._check(
+        -src.dim() <= dim < src.dim(),
+        lambda: f"dim must be in [{-src.dim()}, {src.dim()}) for src of shape {list(src.shape)}, got {dim}",
+    )
     torch._check(index.dtype == torch.int64, lambda: f"index must be an int64 tensor, got dtype {index.dtype}")
-    torch._check(index.device == src.device,
-                 lambda: f"index is on {index.device} but src is on {src.device}; they must be on the same device")
+    torch._check(
+        index.device == src.device,
+        lambda: f"index is on {index.device} but src is on {src.device}; they must be on the same device",
+    )
     if out is not None:
-        torch._check(out.device == src.device,
-                     lambda: f"out is on {out.device} but src is on {src.device}; they must be on the same device")
+        torch._check(
+            out.device == src.device,
+            lambda: f"out is on {out.device} but src is on {src.device}; they must be on the same device",
+        )
 
 
 def _result_shape(src, index, dim, dim_size):
@@ -120,11 +128,15 @@ def _size_given_on_meta(fake):
     """`fake`, refusing meta tensors without dim_size up front, with a message naming dim_size.
 
     Meta tensors (unlike the fake tensors of torch.compile) cannot carry a dynamic size."""
+
     def checked(src, index, dim=-1, dim_size=None):
         on_meta = src.device.type == "meta" and index.device.type == "meta"
-        torch._check(dim_size is not None or not on_meta,
-                     lambda: "dim_size=None reads index.max(), and a meta tensor has no values: pass dim_size")
+        torch._check(
+            dim_size is not None or not on_meta,
+            lambda: "dim_size=None reads index.max(), and a meta tensor has no values: pass dim_size",
+        )
         return fake(src, index, dim, dim_size)
+
     return checked
 
 
@@ -138,8 +150,10 @@ def register_fakes():
         return
     for name in OPS:
         arg_reduce = name in ("scatter_min", "scatter_max")
-        torch.library.register_fake(f"wb_scatter::{name}",
-                                    _size_given_on_meta(_fake_min_or_max if arg_reduce else _fake_sum_or_mean))
-        torch.library.register_fake(f"wb_scatter::{name}.accumulate",
-                                    _fake_arg_accumulate if arg_reduce else _fake_accumulate)
+        torch.library.register_fake(
+            f"wb_scatter::{name}", _size_given_on_meta(_fake_min_or_max if arg_reduce else _fake_sum_or_mean)
+        )
+        torch.library.register_fake(
+            f"wb_scatter::{name}.accumulate", _fake_arg_accumulate if arg_reduce else _fake_accumulate
+        )
     _registered = True

@@ -13,8 +13,6 @@
 // the C shim comes back as a bare "torch_parallel_for(...) API call failed" when targeting torch
 // 2.10 (targeting 2.13 keeps the message, and also prints it to stderr). The loops raise a flag
 // and stop; the kernel then finds the first bad value and raises its error from outside the loop.
-#include "../scatter_stable.h"
-
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/headeronly/core/Dispatch_v2.h>
@@ -27,6 +25,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "../scatter_stable.h"
+
 namespace wb_scatter_stable {
 namespace {
 
@@ -38,16 +38,18 @@ struct Reducer {
   static acc_t identity() {
     if constexpr (R == Reduce::Min)
       return std::numeric_limits<acc_t>::has_infinity ? std::numeric_limits<acc_t>::infinity()
-                                                       : std::numeric_limits<acc_t>::max();
+                                                      : std::numeric_limits<acc_t>::max();
     else if constexpr (R == Reduce::Max)
       return std::numeric_limits<acc_t>::has_infinity ? -std::numeric_limits<acc_t>::infinity()
-                                                       : std::numeric_limits<acc_t>::lowest();
+                                                      : std::numeric_limits<acc_t>::lowest();
     else
       return acc_t(0);
   }
   static bool is_nan(acc_t x) {
-    if constexpr (std::is_floating_point_v<acc_t>) return std::isnan(x);
-    else return false;
+    if constexpr (std::is_floating_point_v<acc_t>)
+      return std::isnan(x);
+    else
+      return false;
   }
   // min/max: does x, from a later position, replace the group's value `val`? The win rule of
   // csrc/scatter/scatter_reduce_rules.h (ties, NaN), copied: a stable-ABI build may not include it.
@@ -218,8 +220,8 @@ acc_t divide(acc_t sum, int64_t count) {
 // Runs reduction R on p for element type scalar_t; returns (out, argindex or counts).
 template <typename scalar_t, Reduce R>
 std::tuple<Tensor, Tensor> run(const Prepared& p) {
-  constexpr bool half = std::is_same_v<scalar_t, torch::headeronly::Half> ||
-                        std::is_same_v<scalar_t, torch::headeronly::BFloat16>;
+  constexpr bool half =
+      std::is_same_v<scalar_t, torch::headeronly::Half> || std::is_same_v<scalar_t, torch::headeronly::BFloat16>;
   using acc_t = std::conditional_t<half, float, scalar_t>;
   const Geometry& g = p.g;
   // Accumulate in the output itself, or (float16/bfloat16) in a float32 buffer converted at the end.
@@ -240,8 +242,10 @@ std::tuple<Tensor, Tensor> run(const Prepared& p) {
     // Finish: mean divides by the count; min/max turn empty groups (still the identity) into 0.
     torch::stable::parallel_for(0, count, kGrain, [&](int64_t begin, int64_t end) {
       for (int64_t k = begin; k < end; ++k) {
-        if constexpr (R == Reduce::Mean) a[k] = divide<acc_t>(a[k], e[k]);
-        else if constexpr (R == Reduce::Min || R == Reduce::Max) if (e[k] == g.n) a[k] = acc_t(0);
+        if constexpr (R == Reduce::Mean)
+          a[k] = divide<acc_t>(a[k], e[k]);
+        else if constexpr (R == Reduce::Min || R == Reduce::Max)
+          if (e[k] == g.n) a[k] = acc_t(0);
       }
     });
   }
@@ -253,16 +257,18 @@ std::tuple<Tensor, Tensor> run(const Prepared& p) {
 template <Reduce R>
 struct Runner {
   template <typename scalar_t>
-  static std::tuple<Tensor, Tensor> on(const Prepared& p) { return run<scalar_t, R>(p); }
+  static std::tuple<Tensor, Tensor> on(const Prepared& p) {
+    return run<scalar_t, R>(p);
+  }
 };
 
 template <Reduce R>
 std::tuple<Tensor, Tensor> dispatch(const Tensor& src, const Tensor& index, int64_t dim,
                                     std::optional<int64_t> dim_size) {
   Prepared p = prepare(src, index, dim, dim_size);
-  return THO_DISPATCH_V2(
-      src.scalar_type(), "wb_scatter_stable", AT_WRAP([&] { return Runner<R>::template on<scalar_t>(p); }),
-      AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
+  return THO_DISPATCH_V2(src.scalar_type(), "wb_scatter_stable",
+                         AT_WRAP([&] { return Runner<R>::template on<scalar_t>(p); }), AT_EXPAND(AT_ALL_TYPES),
+                         ScalarType::Half, ScalarType::BFloat16);
 }
 
 Tensor scatter_sum(Tensor src, Tensor index, int64_t dim, std::optional<int64_t> dim_size) {

@@ -9,6 +9,7 @@ torch.ops.wb_scatter_stable.* and their CPU kernels. The stable ABI has no C++ a
 meta kernels, so this module registers both in Python: a fake kernel for each op (what
 torch.compile and torch.export trace with) and its backward.
 """
+
 from pathlib import Path
 
 # torch first: the library needs libtorch's symbols, which importing torch loads into the process.
@@ -31,7 +32,7 @@ def _find_library() -> Path:
 
 def _namespace_taken() -> bool:
     try:
-        torch.ops.wb_scatter_stable.scatter_sum
+        torch.ops.wb_scatter_stable.scatter_sum  # noqa: B018 - looking the op up is the test
     except (AttributeError, RuntimeError):
         return False
     return True
@@ -52,6 +53,7 @@ OPS = ("scatter_sum", "scatter_mean", "scatter_min", "scatter_max")
 
 
 # ---- fake kernels: output shapes and dtypes only, no data -----------------------------------
+
 
 def _output_shape(src, index, dim, dim_size):
     torch._check(src.dim() >= 1, lambda: "src must have at least one dimension, got a 0-dimensional tensor")
@@ -83,6 +85,7 @@ torch.library.register_fake("wb_scatter_stable::scatter_max", _fake_values_and_a
 
 # ---- autograd: gradients with respect to src (index, dim, dim_size are not differentiable) ----
 
+
 def _broadcast(index, src, dim):
     """torch_scatter's rule: a 1-D index runs along dim, missing trailing dimensions are added."""
     if index.dim() == 1:
@@ -101,12 +104,12 @@ def _setup_context(ctx, inputs, output):
 
 
 def _sum_backward(ctx, grad):
-    index, = ctx.saved_tensors
+    (index,) = ctx.saved_tensors
     return grad.gather(ctx.dim, index), None, None, None
 
 
 def _mean_backward(ctx, grad):
-    index, = ctx.saved_tensors
+    (index,) = ctx.saved_tensors
     # each element of a group of `count` elements contributed 1/count of its mean
     count = torch.zeros_like(grad, dtype=torch.int64).scatter_add_(ctx.dim, index, torch.ones_like(index))
     return grad.gather(ctx.dim, index) / count.gather(ctx.dim, index), None, None, None
@@ -126,6 +129,7 @@ for _name, _backward in zip(OPS, (_sum_backward, _mean_backward, _arg_backward, 
 
 
 # ---- the Python-facing functions ------------------------------------------------------------
+
 
 def scatter_sum(src, index, dim=-1, dim_size=None):
     return _ops.scatter_sum(src, index, dim, dim_size)

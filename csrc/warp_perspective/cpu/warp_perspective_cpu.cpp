@@ -5,13 +5,12 @@
 #include <ATen/ops/zeros.h>
 #include <torch/library.h>
 
-#include <opencv2/core.hpp>
-#include <opencv2/imgproc.hpp>
-
 #include <algorithm>
 #include <array>
 #include <climits>
 #include <cmath>
+#include <opencv2/core.hpp>
+#include <opencv2/imgproc.hpp>
 
 namespace workbook_cv {
 namespace {
@@ -39,14 +38,14 @@ std::array<double, 9> read_warp(const at::Tensor& warp, const char* op) {
   TORCH_CHECK(warp.device().is_cpu(), op, ": warp must be a CPU tensor, got one on ", warp.device());
   TORCH_CHECK(warp.scalar_type() == at::kFloat || warp.scalar_type() == at::kDouble, op,
               ": warp must be float32 or float64, got ", warp.scalar_type());
-  TORCH_CHECK(warp.dim() == 2 && warp.size(0) == 3 && warp.size(1) == 3, op, ": warp must be a 3 x 3 matrix, got shape ",
-              warp.sizes());
+  TORCH_CHECK(warp.dim() == 2 && warp.size(0) == 3 && warp.size(1) == 3, op,
+              ": warp must be a 3 x 3 matrix, got shape ", warp.sizes());
   std::array<double, 9> m{};
   for (int64_t i = 0; i < 3; ++i) {
     for (int64_t j = 0; j < 3; ++j) {
       const int64_t offset = i * warp.stride(0) + j * warp.stride(1);
       m[i * 3 + j] = warp.scalar_type() == at::kFloat ? static_cast<double>(warp.const_data_ptr<float>()[offset])
-                                                       : warp.const_data_ptr<double>()[offset];
+                                                      : warp.const_data_ptr<double>()[offset];
       TORCH_CHECK(std::isfinite(m[i * 3 + j]), op, ": warp must be finite, got ", m[i * 3 + j], " at (", i, ", ", j,
                   ")");
     }
