@@ -23,8 +23,10 @@ setup: system-packages $(VENV)/.installed
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/suite_groups.py keeps
+# what shares files under build/ on one worker.
 test: setup
-	$(PY) -m pytest
+	$(PY) -m pytest -n 2 --dist loadgroup
 
 # Regenerate notebooks/ from solutions/ (never over a learner's edits) and store real outputs.
 notebooks: setup

@@ -70,10 +70,7 @@ def test_gated_unit_that_uses_needs_input_grad_passes():
 
 @pytest.mark.parametrize(
     "mistake, named",
-    [
-        ({"compute_g_always": True}, "needs_input_grad[1]"),
-        ({"compute_x_always": True}, "needs_input_grad[0]"),
-    ],
+    [({"compute_g_always": True}, "needs_input_grad[1]"), ({"compute_x_always": True}, "needs_input_grad[0]")],
 )
 def test_gated_unit_that_ignores_needs_input_grad_fails(mistake, named):
     outcome = ch01.check_gated_unit(_gated_unit(**mistake))

@@ -21,7 +21,7 @@ def assert_fails_saying(outcome, says):
     assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
 
 
-# ---- 9.1 find and fix a slow loop --------------------------------------------------------------------
+# ---- 9.2 find and fix a slow loop --------------------------------------------------------------------
 
 
 def group_means_solution(values, groups, num_groups):
@@ -81,7 +81,7 @@ def test_group_means_explains_wrong_answers(wrong, says):
     assert_fails_saying(ch09.check_group_means(wrong), says)
 
 
-# ---- 9.2 measure a claim properly --------------------------------------------------------------------
+# ---- 9.1 measure a claim properly --------------------------------------------------------------------
 
 
 def best_measurement(statement, env, threads, min_run_time=0.02):

@@ -66,17 +66,6 @@ def test_emulated_lltm_kernels_match_the_cpu_kernels(lltm_ops, dtype, batch_size
 
 # ---- scatter ------------------------------------------------------------------------------------
 
-DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-]
 REDUCE = ["sum", "mean", "min", "max"]
 
 
@@ -117,7 +106,7 @@ def both(scatter_ops, src, index, dim, out, dim_size, reduce):
     )
 
 
-@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", scatter.DTYPES, ids=str)
 @pytest.mark.parametrize("reduce", REDUCE)
 def test_emulated_scatter_kernel_matches_the_cpu_kernel(scatter_ops, reduce, dtype):
     src = integer_valued((3, 40, 2), dtype, seed=3)

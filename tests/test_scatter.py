@@ -8,17 +8,6 @@ from hypothesis import strategies as st
 from workbook import scatter as S
 
 OPS = ["sum", "mean", "min", "max"]
-DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -70,7 +59,7 @@ def problems(draw):
         index_shape=index_shape,
         groups=groups,
         dim_size=groups + draw(st.integers(0, 2)) if use_dim_size else None,
-        dtype=draw(st.sampled_from(DTYPES)),
+        dtype=draw(st.sampled_from(S.DTYPES)),
         op=draw(st.sampled_from(OPS)),
         seed=draw(st.integers(0, 2**16)),
     )

@@ -34,17 +34,6 @@ def extension():
 # ---- scatter ----------------------------------------------------------------------------------
 
 SCATTER_OPS = ["sum", "mean", "min", "max"]
-SCATTER_DTYPES = [
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-]
 
 
 def scatter_op(name):
@@ -81,7 +70,7 @@ def assert_equal(got, expected, what=""):
         )
 
 
-@pytest.mark.parametrize("dtype", SCATTER_DTYPES, ids=str)
+@pytest.mark.parametrize("dtype", scatter.DTYPES, ids=str)
 @pytest.mark.parametrize("name", SCATTER_OPS)
 def test_scatter_matches_cpu_exactly(name, dtype):
     src = integer_valued((4, 50, 3), dtype, seed=1)

@@ -16,17 +16,6 @@ from workbook import scatter as S
 from workbook import stable
 
 OPS = ["sum", "mean", "min", "max"]
-DTYPES = [
-    torch.float16,
-    torch.bfloat16,
-    torch.float32,
-    torch.float64,
-    torch.uint8,
-    torch.int8,
-    torch.int16,
-    torch.int32,
-    torch.int64,
-]
 NAN = float("nan")
 
 
@@ -125,7 +114,7 @@ def test_matches_the_reference_and_the_aten_ops(op, name):
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", S.DTYPES)
 def test_every_dtype(op, dtype):
     g = torch.Generator().manual_seed(3)
     src = integer_valued((40, 3), dtype, g)
@@ -151,7 +140,7 @@ def problems(draw):
         index_shape=index_shape,
         groups=groups,
         dim_size=dim_size,
-        dtype=draw(st.sampled_from(DTYPES)),
+        dtype=draw(st.sampled_from(S.DTYPES)),
         op=draw(st.sampled_from(OPS)),
         seed=draw(st.integers(0, 2**16)),
     )

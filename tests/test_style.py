@@ -8,6 +8,7 @@ pyproject.toml and .clang-format. To fix what fails here (layout only, never wha
 
 There is no make target for it on purpose: every make target leaves the learner's sources as they are.
 """
+
 import shutil
 import subprocess
 import sys

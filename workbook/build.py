@@ -40,8 +40,7 @@ _LOCKS_DIR = BUILD_DIR / "locks"
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
 
 _FIRST_ERROR = re.compile(
-    r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|No such file or directory)",
-    re.IGNORECASE,
+    r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|No such file or directory)", re.IGNORECASE
 )
 _GCC_EXCERPT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
 _NVCC_ERROR = re.compile(r"\(\d+\): (catastrophic )?error\b")  # nvcc: `kernel.cu(12): error: ...`

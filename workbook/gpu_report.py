@@ -186,40 +186,14 @@ def main(argv=None) -> int:
             failures.append(f"no CUDA kernel for {op}")
 
     _step("4. GPU tests, compile tests, emulated-kernel tests")
-    if not _run(
-        [
-            python,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            "-p",
-            "no:randomly",
-            "tests/test_lltm_cuda.py",
-            "tests/test_scatter_cuda.py",
-            "tests/test_cuda_compile.py",
-            "tests/test_cuda_emulated.py",
-        ]
-    ):
+    pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
+    gpu_tests = ["test_lltm_cuda.py", "test_scatter_cuda.py", "test_cuda_compile.py", "test_cuda_emulated.py"]
+    if not _run(pytest + [f"tests/{name}" for name in gpu_tests]):
         failures.append("tests")
 
     if not args.skip_notebooks:
         _step("5. chapter 05 through nbval (solutions and learner notebook)")
-        if not _run(
-            [
-                python,
-                "-m",
-                "pytest",
-                "-q",
-                "-p",
-                "no:cacheprovider",
-                "-p",
-                "no:randomly",
-                "solutions/05_cuda_extensions.ipynb",
-                "notebooks/05_cuda_extensions.ipynb",
-            ]
-        ):
+        if not _run(pytest + ["solutions/05_cuda_extensions.ipynb", "notebooks/05_cuda_extensions.ipynb"]):
             failures.append("chapter 05 notebooks")
 
     _step("6. timings (medians, torch.utils.benchmark)")

@@ -84,11 +84,7 @@ def load_extension():
     if _extension is None:
         sources = CPP_SOURCES + build.cuda_sources(EXTENSION_NAME, cuda_source_paths())
         _extension = build.load(
-            EXTENSION_NAME,
-            sources,
-            extra_cflags=EXTRA_CFLAGS,
-            extra_ldflags=["-fopenmp"],
-            extra_cuda_cflags=["-O2"],
+            EXTENSION_NAME, sources, extra_cflags=EXTRA_CFLAGS, extra_ldflags=["-fopenmp"], extra_cuda_cflags=["-O2"]
         )
         register_fake_kernels_and_autograd()
     return _extension

@@ -27,17 +27,14 @@ from pathlib import Path
 import torch
 
 from . import REPO_ROOT, build
-from .scatter_reference import (  # noqa: F401 (chapter 03 and the tests call them as scatter.reference_*)
-    broadcast,
-    reference_count,
-    reference_max,
-    reference_mean,
-    reference_min,
-    reference_sum,
-)
+
+# Re-exported: chapter 03 and the tests call the pure-PyTorch reference as scatter.reference_*.
+from .scatter_reference import broadcast, reference_count, reference_max, reference_mean, reference_min, reference_sum
 
 NAME = "wb_scatter"
 CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]
+# The dtypes the kernels accept (supported_dtype in csrc/scatter/scatter.cpp; the stable port takes the same).
+DTYPES = tuple(getattr(torch, name) for name in "uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split())
 # at::parallel_for runs its loop on OpenMP threads only when the code is compiled with -fopenmp;
 # without the flag it silently runs on one thread. load() would compile at -O0 without -O3.
 EXTRA_CFLAGS = ["-O3", "-fopenmp"]

@@ -5,4 +5,6 @@
 #include "prepare.h"
 #include "workbook_ops.h"
 
-void prepare_ops(const char*) { std::cout << "linked: " << workbook_ops::describe() << "\n"; }
+void prepare_ops(const char*) {
+  std::cout << "linked: " << workbook_ops::describe() << "\n";
+}

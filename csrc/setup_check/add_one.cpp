@@ -16,11 +16,15 @@ at::Tensor add_one(const at::Tensor& x) {
 
 }  // namespace
 
-TORCH_LIBRARY(wb_setup_check, m) { m.def("add_one(Tensor x) -> Tensor"); }
+TORCH_LIBRARY(wb_setup_check, m) {
+  m.def("add_one(Tensor x) -> Tensor");
+}
 
 // CompositeImplicitAutograd: one kernel for every device, written with ATen functions that autograd
 // already knows, so the dispatcher runs it above the autograd layer and the gradient comes for free
 // (x + 1 passes the gradient through). torch.compile and torch.export see through it to at::add, so
 // it needs no fake kernel either. (CompositeExplicitAutograd would run it below autograd: an input
 // that requires grad would then get no gradient.)
-TORCH_LIBRARY_IMPL(wb_setup_check, CompositeImplicitAutograd, m) { m.impl("add_one", add_one); }
+TORCH_LIBRARY_IMPL(wb_setup_check, CompositeImplicitAutograd, m) {
+  m.impl("add_one", add_one);
+}

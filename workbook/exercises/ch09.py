@@ -11,7 +11,7 @@ from pathlib import Path
 
 from ..checking import Mistake, exercise, expect_close
 
-# ---- 9.1 find and fix a slow loop ------------------------------------------------------------------
+# ---- 9.2 find and fix a slow loop ------------------------------------------------------------------
 
 
 def group_means_slow(values, groups, num_groups: int):
@@ -56,7 +56,7 @@ def python_steps(function, *args) -> int:
     return steps
 
 
-@exercise("9.1 find and fix a slow loop")
+@exercise("9.2 find and fix a slow loop")
 def check_group_means(group_means):
     """`group_means(values, groups, num_groups)` equals group_means_slow and runs no Python loop per group
     or element: the Python steps it takes must not grow with the input."""
@@ -80,7 +80,7 @@ def check_group_means(group_means):
         )
 
 
-# ---- 9.2 measure a claim properly -------------------------------------------------------------------
+# ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
 
 class _Steps:
@@ -103,7 +103,7 @@ class _Steps:
         return [name for position, name in enumerate(self.log) if position == 0 or self.log[position - 1] != name]
 
 
-@exercise("9.2 measure a claim properly")
+@exercise("9.1 measure a claim properly")
 def check_speedup(speedup):
     """`speedup(ours, baseline, env, threads, rounds)` times both statements with torch.utils.benchmark,
     in turn over `rounds` rounds, with `threads` threads, and returns (baseline median / ours median,

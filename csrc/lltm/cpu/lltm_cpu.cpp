@@ -32,10 +32,10 @@
 // Headers: the Tensor class plus one header per ATen function used, and the vector type, not
 // <torch/extension.h>; this file compiles in a few seconds instead of half a minute (chapter 02
 // measures it).
-#include <ATen/core/Tensor.h>
 #include <ATen/Dispatch.h>
 #include <ATen/OpMathType.h>
 #include <ATen/Parallel.h>
+#include <ATen/core/Tensor.h>
 #include <ATen/cpu/vec/vec.h>
 #include <torch/library.h>
 
@@ -70,8 +70,7 @@ inline at::vec::Vectorized<at::opmath_type<scalar_t>> load(const scalar_t* data,
 }
 
 template <typename scalar_t>
-inline void store(const at::vec::Vectorized<at::opmath_type<scalar_t>>& values, scalar_t* data,
-                  int64_t count) {
+inline void store(const at::vec::Vectorized<at::opmath_type<scalar_t>>& values, scalar_t* data, int64_t count) {
   using opmath_t = at::opmath_type<scalar_t>;
   if constexpr (std::is_same_v<scalar_t, opmath_t>) {
     values.store(data, count);
@@ -91,8 +90,10 @@ inline at::vec::Vectorized<opmath_t> expm1(const at::vec::Vectorized<opmath_t>& 
   using Vec = at::vec::Vectorized<opmath_t>;
   if constexpr (std::is_same_v<opmath_t, float>) {
     const Vec series =
-        x * (Vec(1.f) + x * (Vec(1.f / 2) + x * (Vec(1.f / 6) + x * (Vec(1.f / 24) + x * (Vec(1.f / 120) +
-        x * (Vec(1.f / 720) + x * Vec(1.f / 5040)))))));
+        x * (Vec(1.f) +
+             x * (Vec(1.f / 2) +
+                  x * (Vec(1.f / 6) +
+                       x * (Vec(1.f / 24) + x * (Vec(1.f / 120) + x * (Vec(1.f / 720) + x * Vec(1.f / 5040)))))));
     return Vec::blendv(x.exp() - Vec(1.f), series, x.abs() < Vec(0.25f));  // blendv(a, b, mask): b where mask
   } else {
     return x.expm1();
@@ -120,8 +121,7 @@ void for_each_row_chunk(int64_t batch_size, int64_t state_size, const Function& 
 // and old_cell: each vector of columns is read once, its results are written once, and no
 // temporary tensor is made. The activated gates overwrite their pre-activations in `gates`.
 template <typename scalar_t>
-void lltm_forward_elementwise(at::Tensor& gates, const at::Tensor& old_cell, at::Tensor& new_h,
-                              at::Tensor& new_cell) {
+void lltm_forward_elementwise(at::Tensor& gates, const at::Tensor& old_cell, at::Tensor& new_h, at::Tensor& new_cell) {
   using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
   // The loop reads raw memory in row-major order: every tensor must be laid out that way.
   for (const at::Tensor* tensor : std::initializer_list<const at::Tensor*>{&gates, &old_cell, &new_h, &new_cell}) {
@@ -136,7 +136,7 @@ void lltm_forward_elementwise(at::Tensor& gates, const at::Tensor& old_cell, at:
     const Vec one(1);
     const Vec zero(0);
     for (int64_t row = row_begin; row < row_end; ++row) {
-      const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
+      const int64_t r = row * state_size;               // start of this row in the (batch, state_size) tensors
       scalar_t* input_gate = g + row * 3 * state_size;  // this row of gates: [input | output | candidate]
       scalar_t* output_gate = input_gate + state_size;
       scalar_t* candidate = input_gate + 2 * state_size;
@@ -160,9 +160,8 @@ void lltm_forward_elementwise(at::Tensor& gates, const at::Tensor& old_cell, at:
 
 // d_gates holds the gradient with respect to the pre-activation gates, laid out like gates.
 template <typename scalar_t>
-void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                               const at::Tensor& new_cell, const at::Tensor& gates, at::Tensor& d_gates,
-                               at::Tensor& d_old_cell) {
+void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                               const at::Tensor& gates, at::Tensor& d_gates, at::Tensor& d_old_cell) {
   using Vec = at::vec::Vectorized<at::opmath_type<scalar_t>>;
   // The loop reads raw memory in row-major order: every tensor must be laid out that way.
   for (const at::Tensor* tensor :
@@ -180,7 +179,7 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
     const Vec one(1);
     const Vec zero(0);
     for (int64_t row = row_begin; row < row_end; ++row) {
-      const int64_t r = row * state_size;  // start of this row in the (batch, state_size) tensors
+      const int64_t r = row * state_size;                     // start of this row in the (batch, state_size) tensors
       const scalar_t* input_gate = g + row * 3 * state_size;  // this row of gates: [input | output | candidate]
       const scalar_t* output_gate = input_gate + state_size;
       const scalar_t* candidate = input_gate + 2 * state_size;
@@ -208,11 +207,9 @@ void lltm_backward_elementwise(const at::Tensor& grad_h, const at::Tensor& grad_
   });
 }
 
-ForwardOutputs lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights,
-                                const at::Tensor& bias, const at::Tensor& old_h,
-                                const at::Tensor& old_cell) {
-  const auto [batch_size, state_size, input_features] =
-      check_forward_arguments(input, weights, bias, old_h, old_cell);
+ForwardOutputs lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                                const at::Tensor& old_h, const at::Tensor& old_cell) {
+  const auto [batch_size, state_size, input_features] = check_forward_arguments(input, weights, bias, old_h, old_cell);
   (void)input_features;
   ForwardTensors t = prepare_forward(input, weights, bias, old_h, old_cell, batch_size, state_size);
   AT_DISPATCH_FLOATING_TYPES_AND2(at::kHalf, at::kBFloat16, input.scalar_type(), "lltm_forward_cpu", [&] {
@@ -221,9 +218,8 @@ ForwardOutputs lltm_forward_cpu(const at::Tensor& input, const at::Tensor& weigh
   return t.outputs();
 }
 
-BackwardOutputs lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell,
-                                  const at::Tensor& new_cell, const at::Tensor& gates,
-                                  const at::Tensor& X, const at::Tensor& weights) {
+BackwardOutputs lltm_backward_cpu(const at::Tensor& grad_h, const at::Tensor& grad_cell, const at::Tensor& new_cell,
+                                  const at::Tensor& gates, const at::Tensor& X, const at::Tensor& weights) {
   const auto [batch_size, state_size, input_features] =
       check_backward_arguments(grad_h, grad_cell, new_cell, gates, X, weights);
   (void)input_features;

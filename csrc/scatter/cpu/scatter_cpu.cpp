@@ -395,4 +395,6 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
 }  // namespace
 }  // namespace wb_scatter
 
-TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) { wb_scatter::register_backend<&wb_scatter::scatter_reduce_cpu>(m); }
+TORCH_LIBRARY_IMPL(wb_scatter, CPU, m) {
+  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cpu>(m);
+}

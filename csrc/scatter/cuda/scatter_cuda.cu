@@ -100,7 +100,9 @@ __global__ void scatter_add_kernel(const scalar_t* __restrict__ src, const int64
 
 template <typename acc_t>
 __global__ void mean_divide_kernel(acc_t* acc, const int64_t* __restrict__ count, int64_t numel) {
-  WB_GRID_STRIDE_LOOP(p, numel) { acc[p] = divide(acc[p], count[p]); }
+  WB_GRID_STRIDE_LOOP(p, numel) {
+    acc[p] = divide(acc[p], count[p]);
+  }
 }
 
 // Is x its group's result? Equal to it, NaN counting as equal to NaN.
@@ -253,4 +255,6 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
 }  // namespace
 }  // namespace wb_scatter
 
-TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) { wb_scatter::register_backend<&wb_scatter::scatter_reduce_cuda>(m); }
+TORCH_LIBRARY_IMPL(wb_scatter, CUDA, m) {
+  wb_scatter::register_backend<&wb_scatter::scatter_reduce_cuda>(m);
+}

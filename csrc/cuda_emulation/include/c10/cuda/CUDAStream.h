@@ -8,5 +8,7 @@ namespace c10::cuda {
 struct CUDAStream {
   operator cudaStream_t() const { return nullptr; }
 };
-inline CUDAStream getCurrentCUDAStream(c10::DeviceIndex = -1) { return {}; }
+inline CUDAStream getCurrentCUDAStream(c10::DeviceIndex = -1) {
+  return {};
+}
 }  // namespace c10::cuda
