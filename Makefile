@@ -23,10 +23,10 @@ setup: system-packages $(VENV)/.installed
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/suite_groups.py keeps
-# what shares files under build/ on one worker.
+# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/suite_groups.py hands
+# them whole chapters (a chapter's notebooks and the tests that share its files under build/ run on one).
 test: setup
-	$(PY) -m pytest -n 2 --dist loadgroup
+	$(PY) -m pytest -n 2
 
 # Regenerate notebooks/ from solutions/ (never over a learner's edits) and store real outputs.
 notebooks: setup

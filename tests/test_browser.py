@@ -4,6 +4,7 @@ appears on the page, and JupyterLab does not ask about its news feed."""
 
 import json
 import os
+import re
 import secrets
 import shlex
 import shutil
@@ -146,6 +147,8 @@ def test_a_chapter_runs_in_jupyterlab_in_chromium_without_the_news_prompt(chromi
             editor = cell.locator(".jp-InputArea-editor")
             editor.wait_for()
             expect(cell.locator(".jp-OutputArea-output")).to_have_count(0)
+            # A cell run before the kernel is up can be dropped on a busy machine: wait for "| Idle".
+            expect(page.get_by_text(re.compile(r"\| Idle$"))).to_be_visible(timeout=WAIT_MS)
             editor.click()
             page.keyboard.press("Control+Enter")
             output = cell.locator(".jp-OutputArea-output")

@@ -21,3 +21,9 @@ def test_tests_that_share_a_chapters_files_join_its_group():
 
 def test_any_other_test_file_is_its_own_group():
     assert suite_groups.group_of(Path("tests/test_scatter.py")) == "test_scatter"
+
+
+def test_node_ids_map_to_their_files_group():
+    assert suite_groups.group_of_test("notebooks/02_cpp_extensions.ipynb::Cell 12") == "chapter-02"
+    assert suite_groups.group_of_test("tests/test_example_app.py::test_program[scripted.pt-linked]") == "chapter-06"
+    assert suite_groups.group_of_test("tests/test_scatter.py::test_sum[float32]") == "test_scatter"

@@ -1,7 +1,7 @@
 """A pytest plugin that keeps together what must not run at the same time when the suite runs on two workers.
 
-`make test` runs pytest with `-n 2 --dist loadgroup` (pytest-xdist): while one worker waits for a compiler,
-the other runs Python. Each item gets an `xdist_group`, and a group runs on one worker, in order:
+`make test` runs pytest on two pytest-xdist workers: while one waits for a compiler, the other runs Python.
+This plugin gives xdist a scheduler that hands out whole groups, each run on one worker, in order:
 
 * a notebook's cells share one kernel, so a notebook is one group; both copies of a chapter (notebooks/
   and solutions/) join it, since they write the same files under build/;
@@ -15,7 +15,7 @@ project); the groups are for the other files a chapter and its tests share.
 
 from __future__ import annotations
 
-import pytest
+from pathlib import PurePosixPath
 
 # test file -> the chapter whose files under build/ it writes too
 CHAPTER_OF_TEST = {
@@ -35,13 +35,24 @@ NOTEBOOK_FOLDERS = ("notebooks", "solutions")
 
 
 def group_of(path) -> str:
-    """The xdist group of a collected file: `chapter-NN` for notebooks and the tests that share their files."""
+    """The group of a collected file: `chapter-NN` for notebooks and the tests that share their files."""
+    path = PurePosixPath(path)
     if path.parent.name in NOTEBOOK_FOLDERS and path.suffix == ".ipynb":
         return f"chapter-{path.name[:2]}"
     chapter = CHAPTER_OF_TEST.get(path.stem)
     return f"chapter-{chapter}" if chapter else path.stem
 
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(group_of(item.path)))
+def group_of_test(nodeid: str) -> str:
+    """The group of a test or notebook cell from its pytest node id (`tests/test_x.py::test_y[...]`)."""
+    return group_of(nodeid.split("::", 1)[0])
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByGroup(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return group_of_test(nodeid)
+
+    return ByGroup(config, log)
