@@ -5,6 +5,7 @@ One thread keeps the run short on a shared machine. Reuses the builds of the cha
 do-nothing extension of the overhead comparison (csrc/bench/nothing.cpp) compiles once, ~15 s, and
 the direct OpenCV call of the warp comparison (csrc/bench/warp_direct.cpp) ~7 s.
 """
+
 import json
 import math
 
@@ -47,8 +48,14 @@ def test_every_scatter_op_and_case_has_a_finite_row(quick_run):
     for row in rows:
         assert set(row["natives_s"]) == set(scatter_cases.NATIVES[row["op"]])
         assert row["best_native"] in row["natives_s"]
-        numbers = [row["ours_s"], *row["natives_s"].values(), row["ratio"], row["ours_gbps"], row["copy_gbps"],
-                   row["percent_of_copy"]]
+        numbers = [
+            row["ours_s"],
+            *row["natives_s"].values(),
+            row["ratio"],
+            row["ours_gbps"],
+            row["copy_gbps"],
+            row["percent_of_copy"],
+        ]
         assert all(positive_and_finite(value) for value in numbers), row
         assert row["ratio"] == pytest.approx(row["natives_s"][row["best_native"]] / row["ours_s"])
 
@@ -62,10 +69,14 @@ def test_lltm_warp_and_overhead_rows(quick_run):
         assert all(positive_and_finite(value) for value in [*row["times_s"].values(), *row["ratios"].values()])
     assert list(sections["lltm"][0]["breakdown_s"]) == ["C++ forward", "extension function alone", "its addmm"]
     assert all(positive_and_finite(value) for value in sections["lltm"][0]["breakdown_s"].values())
-    assert [(row["side"], row["channels"]) for row in sections["warp"]] == [(side, c) for side in bench.QUICK["sides"]
-                                                                              for c in (1, 3)]
-    assert all(positive_and_finite(row[key]) for row in sections["warp"]
-               for key in ("ours_s", "direct_s", "cv2_s", "direct_ratio", "cv2_ratio", "fixed_cost_share"))
+    assert [(row["side"], row["channels"]) for row in sections["warp"]] == [
+        (side, c) for side in bench.QUICK["sides"] for c in (1, 3)
+    ]
+    assert all(
+        positive_and_finite(row[key])
+        for row in sections["warp"]
+        for key in ("ours_s", "direct_s", "cv2_s", "direct_ratio", "cv2_ratio", "fixed_cost_share")
+    )
     assert all(row["fixed_cost_s"] >= 0 for row in sections["warp"])
     assert [row["kind"] for row in sections["overhead"]] == list(overhead_cases.STATEMENTS)
     assert all(positive_and_finite(row["seconds"]) for row in sections["overhead"])
@@ -93,14 +104,17 @@ def test_the_direct_call_is_the_operators_opencv_call(quick_run, shape):
     assert torch.equal(out, torch.ops.workbook_cv.warp_perspective(image, warp, 37, 53))
 
 
-@pytest.mark.parametrize("change, message", [
-    (lambda image, warp, out: (image.double(), warp, out), "image must be a float32 CPU tensor"),
-    (lambda image, warp, out: (image, warp.float(), out), "warp must be a contiguous 3 x 3 float64"),
-    (lambda image, warp, out: (image, warp, out.transpose(0, 1)), "out must be contiguous"),
-    (lambda image, warp, out: (image, warp, out[..., :1]), "out must be contiguous"),
-    (lambda image, warp, out: (image, warp, out[..., 0].contiguous()), "out must have image's channels"),
-    (lambda image, warp, out: (image, warp, torch.empty(4, 4, 5)), "out must be H x W or H x W x C"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        (lambda image, warp, out: (image.double(), warp, out), "image must be a float32 CPU tensor"),
+        (lambda image, warp, out: (image, warp.float(), out), "warp must be a contiguous 3 x 3 float64"),
+        (lambda image, warp, out: (image, warp, out.transpose(0, 1)), "out must be contiguous"),
+        (lambda image, warp, out: (image, warp, out[..., :1]), "out must be contiguous"),
+        (lambda image, warp, out: (image, warp, out[..., 0].contiguous()), "out must have image's channels"),
+        (lambda image, warp, out: (image, warp, torch.empty(4, 4, 5)), "out must be H x W or H x W x C"),
+    ],
+)
 def test_the_direct_call_names_a_bad_argument(quick_run, change, message):
     image = torch.rand(8, 8, 3)
     with pytest.raises(RuntimeError, match=message):

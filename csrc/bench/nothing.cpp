@@ -8,6 +8,10 @@ namespace {
 void nothing() {}
 }  // namespace
 
-TORCH_LIBRARY(wb_bench, m) { m.def("nothing() -> ()", &nothing); }
+TORCH_LIBRARY(wb_bench, m) {
+  m.def("nothing() -> ()", &nothing);
+}
 
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("nothing", &nothing, "does nothing"); }
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.def("nothing", &nothing, "does nothing");
+}

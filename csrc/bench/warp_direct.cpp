@@ -44,7 +44,9 @@ void warp_perspective_into(const at::Tensor& image, const at::Tensor& warp, cons
   TORCH_INTERNAL_ASSERT(destination.data == out.data_ptr(), "OpenCV reallocated the output");
 }
 
-int64_t opencv_threads() { return cv::getNumThreads(); }
+int64_t opencv_threads() {
+  return cv::getNumThreads();
+}
 
 void set_opencv_threads(int64_t threads) {
   TORCH_CHECK(threads >= 1, "set_opencv_threads: threads must be at least 1, got ", threads);

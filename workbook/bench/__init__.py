@@ -11,7 +11,10 @@ overhead table, which has no "ours", divides by a plain Python call instead). Pr
 written to build/bench/results.json with PNG plots next to it; never asserted, since timings belong
 in a report, not in a test.
 """
+
 from .timing import Settings, measure, side_by_side
+
+__all__ = ["measure", "best_of_rounds", "ROUNDS", "MIN_RUN_TIME", "THREADS"]  # measure: chapter 03 times with it
 
 # The interface chapter 03 and workbook.stable time with: best_of_rounds, with THREADS intra-op
 # threads (None: torch's default), ROUNDS rounds of MIN_RUN_TIME seconds per case.

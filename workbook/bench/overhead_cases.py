@@ -4,6 +4,7 @@ torch.ops.wb_bench.nothing (a C++ operator through the dispatcher), a pybind11 m
 torch.library.custom_op written in Python, and a plain Python function. The two C++ ones come from
 csrc/bench/nothing.cpp, built once (about 15 s) into build/torch_extensions/wb_bench_nothing.
 """
+
 from __future__ import annotations
 
 import torch
@@ -37,8 +38,7 @@ def run(settings: Settings) -> list[dict]:
     from .. import build
 
     extension = build.load("wb_bench_nothing", ["csrc/bench/nothing.cpp"])
-    env = {"torch": torch, "extension": extension, "custom_nothing": custom_nothing(),
-           "python_nothing": python_nothing}
+    env = {"torch": torch, "extension": extension, "custom_nothing": custom_nothing(), "python_nothing": python_nothing}
     times = side_by_side({name: (stmt, env) for name, stmt in STATEMENTS.items()}, settings)
     python = times["Python function"]["median_s"]
     print("per-call overhead of a function that does nothing (ratio = its time / a Python function's)")

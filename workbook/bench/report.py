@@ -1,4 +1,5 @@
 """build/bench/results.json and the plots drawn from it (matplotlib PNGs next to it)."""
+
 from __future__ import annotations
 
 import itertools
@@ -47,8 +48,15 @@ def _scatter_points(axes, rows, op, value_key) -> None:
     """One marker series per (index order, layout) of `op`'s rows: groups against row[value_key]."""
     for (order, marker), (layout, colour) in itertools.product(SCATTER_MARKERS.items(), LAYOUT_COLOURS.items()):
         chosen = [row for row in rows if row["op"] == op and row["index"] == order and row["layout"] == layout]
-        axes.scatter([row["groups"] for row in chosen], [row[value_key] for row in chosen], marker=marker,
-                     color=colour, label=f"{order}, {layout}", s=16, alpha=0.8)
+        axes.scatter(
+            [row["groups"] for row in chosen],
+            [row[value_key] for row in chosen],
+            marker=marker,
+            color=colour,
+            label=f"{order}, {layout}",
+            s=16,
+            alpha=0.8,
+        )
 
 
 def scatter_bandwidth_plot(rows, path: Path) -> None:
@@ -80,8 +88,9 @@ def warp_plot(rows, path: Path) -> None:
     """Per image size, the direct OpenCV call's time and pip cv2's, each over ours, side by side."""
     figure, (axes,) = _figure(6, 3.4)
     positions = range(len(rows))
-    for offset, (key, label, colour) in zip((-0.2, 0.2), (("direct_ratio", "direct C++ call", "#7aa6d6"),
-                                                          ("cv2_ratio", "pip cv2", "#e3a857"))):
+    for offset, (key, label, colour) in zip(
+        (-0.2, 0.2), (("direct_ratio", "direct C++ call", "#7aa6d6"), ("cv2_ratio", "pip cv2", "#e3a857"))
+    ):
         axes.bar([p + offset for p in positions], [row[key] for row in rows], width=0.4, label=label, color=colour)
     axes.axhline(1 / 1.1, color="#999999", linestyle="--", linewidth=0.8, label="ours 1.1x slower")
     _ratio_line(axes)
@@ -97,7 +106,10 @@ def draw_plots(results: dict, folder: Path) -> list[Path]:
     drawn = []
     sections = results["sections"]
     if sections.get("scatter"):
-        for name, draw in (("scatter_ratios.png", scatter_ratio_plot), ("scatter_bandwidth.png", scatter_bandwidth_plot)):
+        for name, draw in (
+            ("scatter_ratios.png", scatter_ratio_plot),
+            ("scatter_bandwidth.png", scatter_bandwidth_plot),
+        ):
             draw(sections["scatter"], folder / name)
             drawn.append(folder / name)
     if sections.get("lltm"):
@@ -109,7 +121,12 @@ def draw_plots(results: dict, folder: Path) -> list[Path]:
         warp_plot(sections["warp"], folder / "warp.png")
         drawn.append(folder / "warp.png")
     if sections.get("overhead"):
-        bar_plot([row["kind"] for row in sections["overhead"]], [row["seconds"] * 1e6 for row in sections["overhead"]],
-                 "µs per call", "calling a function that does nothing", folder / "overhead.png")
+        bar_plot(
+            [row["kind"] for row in sections["overhead"]],
+            [row["seconds"] * 1e6 for row in sections["overhead"]],
+            "µs per call",
+            "calling a function that does nothing",
+            folder / "overhead.png",
+        )
         drawn.append(folder / "overhead.png")
     return drawn

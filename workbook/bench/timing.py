@@ -1,4 +1,5 @@
 """Timing statements side by side with torch.utils.benchmark, robust to a shared machine."""
+
 from __future__ import annotations
 
 import statistics
@@ -20,8 +21,14 @@ class Settings:
     threads: int | None = None  # None: torch's default
 
 
-def measure(stmt: str, env: dict, num_threads: int | None = None, min_run_time: float = 0.4,
-            block_time: float = 1e-3, min_blocks: int = 10) -> tuple[float, float]:
+def measure(
+    stmt: str,
+    env: dict,
+    num_threads: int | None = None,
+    min_run_time: float = 0.4,
+    block_time: float = 1e-3,
+    min_blocks: int = 10,
+) -> tuple[float, float]:
     """(median, fastest) seconds per call of `stmt`, from blocks of about a millisecond each.
 
     torch.utils.benchmark's blocked_autorange averages long blocks, so on a machine shared with other
@@ -49,8 +56,9 @@ def side_by_side(cases: dict[str, tuple[str, dict]], settings: Settings) -> dict
     best = {name: {"median_s": float("inf"), "fastest_s": float("inf")} for name in cases}
     for _ in range(settings.rounds):
         for name, (stmt, env) in cases.items():
-            median, fastest = measure(stmt, env, settings.threads, settings.min_run_time, settings.block_time,
-                                      settings.min_blocks)
+            median, fastest = measure(
+                stmt, env, settings.threads, settings.min_run_time, settings.block_time, settings.min_blocks
+            )
             best[name]["median_s"] = min(best[name]["median_s"], median)
             best[name]["fastest_s"] = min(best[name]["fastest_s"], fastest)
     return best
