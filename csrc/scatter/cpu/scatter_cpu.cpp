@@ -144,7 +144,7 @@ inline bool sorted_along(const int64_t* ix, int64_t step, int64_t j0, int64_t j1
   return true;
 }
 
-constexpr int64_t kShortRun = 4;  // a chunk whose runs are shorter on average is folded element by element
+constexpr int64_t kShortRun = 16;  // a chunk whose runs are shorter on average is folded element by element
 
 // Fold src element j, value x, into group k.
 template <typename acc_t, Reduce R>
@@ -181,10 +181,13 @@ template <typename scalar_t, typename acc_t, Reduce R>
     if (runs) {
       for (int64_t j = c0; j < c1;) {
         const int64_t k = ix[j * step];
+        // The run's end: a few steps one by one (most runs are short), then a binary search for a long one.
+        const int64_t probe_end = std::min(c1, j + kShortRun);
         int64_t end = j + 1;
-        if (step == 1)
-          end = std::upper_bound(ix + end, ix + c1, k) - ix;  // runs may be long: a binary search
-        else
+        while (end < probe_end && ix[end * step] == k) ++end;
+        if (end == probe_end && step == 1)
+          end = std::upper_bound(ix + end, ix + c1, k) - ix;
+        else if (end == probe_end)
           while (end < c1 && ix[end * step] == k) ++end;
         fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
         j = end;
