@@ -33,7 +33,7 @@ def _canvas(width, height, xlim, ylim):
     return figure, axes
 
 
-def _box(axes, x, y, width, height, text, colour, fontsize=8.5):
+def draw_box(axes, x, y, width, height, text, colour, fontsize=8.5, boxstyle="round,pad=0.03,rounding_size=0.08"):
     from matplotlib.patches import FancyBboxPatch
 
     axes.add_patch(
@@ -41,7 +41,7 @@ def _box(axes, x, y, width, height, text, colour, fontsize=8.5):
             (x - width / 2, y - height / 2),
             width,
             height,
-            boxstyle="round,pad=0.03,rounding_size=0.08",
+            boxstyle=boxstyle,
             facecolor=colour,
             edgecolor=EDGE,
             linewidth=1,
@@ -65,17 +65,17 @@ def lltm_dataflow():
     """The LLTM cell: which tensors flow into which operations, and what the C++ forward returns."""
     figure, axes = _canvas(10, 5.6, (0, 10), (-0.5, 6))
     inputs, matmul, activation, update, output = "#e8eef7", "#f2f2f2", "#fff4d6", "#fde2e2", "#e3f4e1"
-    _box(axes, 1.2, 5.2, 1.6, 0.55, "old_h", inputs)
-    _box(axes, 3.0, 5.2, 1.6, 0.55, "input", inputs)
-    _box(axes, 5.6, 5.2, 2.6, 0.55, "weights, bias", inputs)
-    _box(axes, 8.6, 5.2, 1.6, 0.55, "old_cell", inputs)
-    _box(axes, 2.1, 4.1, 3.0, 0.55, "X = cat([old_h, input])", matmul)
-    _box(axes, 4.6, 3.0, 4.4, 0.55, "gate_weights = addmm(bias, X, weightsᵀ)", matmul)
+    draw_box(axes, 1.2, 5.2, 1.6, 0.55, "old_h", inputs)
+    draw_box(axes, 3.0, 5.2, 1.6, 0.55, "input", inputs)
+    draw_box(axes, 5.6, 5.2, 2.6, 0.55, "weights, bias", inputs)
+    draw_box(axes, 8.6, 5.2, 1.6, 0.55, "old_cell", inputs)
+    draw_box(axes, 2.1, 4.1, 3.0, 0.55, "X = cat([old_h, input])", matmul)
+    draw_box(axes, 4.6, 3.0, 4.4, 0.55, "gate_weights = addmm(bias, X, weightsᵀ)", matmul)
     for x, text in [(2.0, "input gate i\nsigmoid"), (4.6, "output gate o\nsigmoid"), (7.2, "candidate z\nELU")]:
-        _box(axes, x, 1.9, 2.2, 0.7, text, activation)
+        draw_box(axes, x, 1.9, 2.2, 0.7, text, activation)
         _arrow(axes, (4.6, 2.72), (x, 2.27))
-    _box(axes, 7.6, 0.65, 3.4, 0.6, "new_cell = old_cell + z·i", update)
-    _box(axes, 3.2, 0.65, 3.6, 0.6, "new_h = tanh(new_cell)·o", output)
+    draw_box(axes, 7.6, 0.65, 3.4, 0.6, "new_cell = old_cell + z·i", update)
+    draw_box(axes, 3.2, 0.65, 3.6, 0.6, "new_h = tanh(new_cell)·o", output)
     _arrow(axes, (1.2, 4.92), (1.7, 4.38))
     _arrow(axes, (3.0, 4.92), (2.5, 4.38))
     _arrow(axes, (2.1, 3.82), (3.4, 3.28))
@@ -157,11 +157,11 @@ def scatter_flow(src, index, out, *, reduction="sum"):
     for g in range(groups):
         label = f"group {g}: {row_text(out[g])}" + ("  (empty)" if received[g] == 0 else "")
         colour = GROUP_COLOURS[g % len(GROUP_COLOURS)] if received[g] else "#eeeeee"
-        _box(axes, 8.0, y_of(g, groups), 3.6, 0.6, label, colour, fontsize=8)
+        draw_box(axes, 8.0, y_of(g, groups), 3.6, 0.6, label, colour, fontsize=8)
     for j in range(n):
         group = int(index[j])
         colour = GROUP_COLOURS[group % len(GROUP_COLOURS)]
-        _box(axes, 1.9, y_of(j, n), 3.0, 0.6, f"src[{j}] = {row_text(src[j])}", colour, fontsize=8)
+        draw_box(axes, 1.9, y_of(j, n), 3.0, 0.6, f"src[{j}] = {row_text(src[j])}", colour, fontsize=8)
         _arrow(axes, (3.45, y_of(j, n)), (6.15, y_of(group, groups)))
         axes.text(3.55, y_of(j, n) + 0.12, f"index[{j}] = {group}", fontsize=7.5, color="#444444")
     axes.text(5.0, -0.6, "a group no element is sent to holds 0", ha="center", fontsize=8, color="#444444")

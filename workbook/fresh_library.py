@@ -37,17 +37,10 @@ def load(stem: str, source: str, *, opencv: bool = False) -> str:
         )
     namespace = namespace_for(stem, source)
     if namespace not in _loaded:
-        from .torchscript import opencv_compile_flags
+        from .torchscript import load_library
 
         path = build.write_if_changed(f"{stem}/{namespace}.cpp", source.replace("NAMESPACE", namespace))
-        include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
-        build.load(
-            namespace,
-            [path],
-            is_python_module=False,
-            extra_include_paths=include_dirs,
-            extra_ldflags=[f"-l{library}" for library in libraries],
-        )
+        load_library(namespace, path, opencv=opencv)
         _loaded.add(namespace)
     return namespace
 

@@ -55,7 +55,8 @@ def dispatcher_figure():
     image `show_dispatcher` returns.
     """
     from matplotlib.figure import Figure
-    from matplotlib.patches import FancyBboxPatch
+
+    from . import figures
 
     figure = Figure(figsize=(10, 5.6))
     axes = figure.add_subplot()
@@ -64,18 +65,7 @@ def dispatcher_figure():
     axes.axis("off")
 
     def box(x, y, width, text, colour, height=0.62):
-        axes.add_patch(
-            FancyBboxPatch(
-                (x - width / 2, y - height / 2),
-                width,
-                height,
-                boxstyle="round,pad=0.04,rounding_size=0.12",
-                facecolor=colour,
-                edgecolor="#333333",
-                linewidth=1,
-            )
-        )
-        axes.text(x, y, text, ha="center", va="center", fontsize=8.5, family="monospace")
+        figures.draw_box(axes, x, y, width, height, text, colour, boxstyle="round,pad=0.04,rounding_size=0.12")
 
     def arrow(start, end, label=""):
         axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "#333333"})

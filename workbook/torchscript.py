@@ -315,19 +315,23 @@ def load_library_source(name: str, source: str, *, opencv: bool = False) -> Path
             "operators and classes are registered, and registering them again would abort the process. "
             "Restart the kernel (or the Python process), then run the cells again."
         )
-    path = build.write_if_changed(f"{name}.cpp", source)
-    include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
-    library = Path(
-        build.load(
-            name,
-            [path],
-            is_python_module=False,
-            extra_include_paths=include_dirs,
-            extra_ldflags=[f"-l{library}" for library in libraries],
-        )
-    )
+    library = Path(load_library(name, build.write_if_changed(f"{name}.cpp", source), opencv=opencv))
     _loaded_sources[name] = source
     return library
+
+
+def load_library(name: str, path, *, opencv: bool = False) -> str:
+    """Build the source `path` as a plain shared library `name` (linked with OpenCV if asked), load it."""
+    from . import build
+
+    include_dirs, libraries = opencv_compile_flags() if opencv else ([], [])
+    return build.load(
+        name,
+        [path],
+        is_python_module=False,
+        extra_include_paths=include_dirs,
+        extra_ldflags=[f"-l{library}" for library in libraries],
+    )
 
 
 def build_directory_library(name: str) -> Path:
