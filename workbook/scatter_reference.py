@@ -64,8 +64,7 @@ def _reference_arg_reduce(src, index, dim, out, dim_size, which):
     dim, index, shape = _prepare(src, index, dim, out, dim_size)
     n = src.size(dim)
     amin_or_amax = "amin" if which == "min" else "amax"
-    # NaN propagates (torch's amin/amax do the same): a group holding a NaN gives NaN, and its
-    # argindex is the position of its first NaN; a NaN already in out= stays, with argindex n.
+    # The win rule of csrc/scatter/scatter_reduce_rules.h (NaN included), written with torch's ops.
     if out is None:
         values = src.new_zeros(shape).scatter_reduce(dim, index, src, amin_or_amax, include_self=False)
         beats_start = torch.ones_like(src, dtype=torch.bool)
