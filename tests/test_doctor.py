@@ -168,6 +168,19 @@ def test_an_installed_package_that_fails_to_load_asks_for_no_build_isolation(mon
     assert "pip install --no-build-isolation --force-reinstall csrc/scatter" in finding.fix
 
 
+def test_a_package_the_workbook_put_on_sys_path_from_build_is_not_counted_as_installed(monkeypatch):
+    from importlib.machinery import ModuleSpec
+
+    in_build = ModuleSpec(
+        "wb_scatter_stable", None, origin=str(doctor.REPO_ROOT / "build/stable/site/wb_scatter_stable/x.py")
+    )
+    monkeypatch.setattr(
+        doctor.importlib.util, "find_spec", lambda name: in_build if name == "wb_scatter_stable" else None
+    )
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)  # a fresh Python would not find it
+    assert doctor.check_installed_extensions().found == "none installed"
+
+
 def test_no_installed_package_is_fine(monkeypatch):
     monkeypatch.setattr(doctor.importlib.util, "find_spec", lambda name: None)
     assert doctor.check_installed_extensions().found == "none installed"

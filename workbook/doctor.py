@@ -260,11 +260,19 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
 _WORKBOOK_PACKAGES = {"wb_scatter": "csrc/scatter", "wb_scatter_stable": "csrc/scatter_stable"}
 
 
+def _installed_into_python(name: str) -> bool:
+    """Importable, and not from under build/: the workbook's own installs there (build/stable/site,
+    build/scatter_pkg) are put on sys.path by the process that uses them, not installed into Python."""
+    spec = importlib.util.find_spec(name)
+    origin = getattr(spec, "origin", None)
+    return spec is not None and not (origin and Path(origin).is_relative_to(REPO_ROOT / "build"))
+
+
 def check_installed_extensions() -> Finding:
     """The workbook's packages installed into this Python (chapter 04's `pip install`) must load with this
     torch; one built against another torch (pip's build isolation, a torch upgrade) fails to load."""
     needed = "using the packages you installed in chapter 04"
-    installed = [name for name in _WORKBOOK_PACKAGES if importlib.util.find_spec(name) is not None]
+    installed = [name for name in _WORKBOOK_PACKAGES if _installed_into_python(name)]
     if not installed:
         return Finding("installed extension packages", "none installed", needed, "", required=False)
     broken = [name for name in installed if _run(sys.executable, "-c", f"import torch, {name}") is None]
