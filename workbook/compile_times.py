@@ -18,8 +18,6 @@ compiler version, torch version, flags and source text; `remeasure=True` measure
 from __future__ import annotations
 
 import argparse
-import contextlib
-import fcntl
 import hashlib
 import json
 import os
@@ -30,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BUILD_DIR, relative_to_repo
+from . import BUILD_DIR, build, relative_to_repo
 
 OBJECT_SUFFIXES = (".o", ".obj")
 COSTS_FILE = BUILD_DIR / "compile_costs.json"
@@ -145,7 +143,8 @@ def header_cost(
     key = hashlib.sha256(json.dumps(key_fields, sort_keys=True).encode()).hexdigest()
     cache_file = Path(cache_file)
     cache_file.parent.mkdir(parents=True, exist_ok=True)
-    with _locked(cache_file.with_name(cache_file.name + ".lock")):
+    # One measurement at a time, across processes: two compiles at once would slow each other down.
+    with build.exclusive(cache_file.with_name(cache_file.name + ".lock")):
         costs = json.loads(cache_file.read_text()) if cache_file.exists() else {}
         if key in costs and not remeasure:
             return HeaderCost(costs[key]["seconds"], costs[key]["lines"], measured_now=False)
@@ -195,14 +194,6 @@ def run_compiler(compiler: str, arguments, cwd=None) -> subprocess.CompletedProc
 
 def _compiler_version(compiler: str) -> str:
     return run_compiler(compiler, ["--version"]).stdout.splitlines()[0]
-
-
-@contextlib.contextmanager
-def _locked(lock_path: Path):
-    """One measurement at a time, across processes: two compiles at once would slow each other down."""
-    with open(lock_path, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
 
 
 def main(argv=None) -> None:
