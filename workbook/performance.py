@@ -51,13 +51,10 @@ def side_by_side(
 
 
 def scatter_inputs(elements: int, groups: int, order: str, seed: int = 0):
-    import torch
+    """1-D float32 src and an index into `groups` groups, "random" or "sorted": `make bench`'s 1-D case."""
+    from .bench.scatter_cases import make_inputs
 
-    generator = torch.Generator().manual_seed(seed)
-    index = torch.randint(0, groups, (elements,), generator=generator)
-    if order == "sorted":
-        index = index.sort().values
-    return torch.randn(elements, generator=generator), index
+    return make_inputs(elements, groups, order, "1-D", "float32", seed)
 
 
 def scatter_agrees_with_native(elements: int, group_counts, orders=("random", "sorted")) -> bool:
