@@ -1,9 +1,16 @@
-"""Chapter 09's exercise checks pass on the solutions, say "not attempted" on the stubs, and explain
-plausible wrong answers."""
+"""Chapter 09's exercise checks pass on the solutions (and on other right answers, on a busy machine too),
+say "not attempted" on the stubs, and reject the catalogue of wrong and cheating answers, saying why."""
+
+import subprocess
+import sys
+import time
+import warnings
 
 import pytest
 import torch
+import wrong_answers
 from torch.utils import benchmark
+from wrong_answers import WrongAnswer
 
 from workbook import checking
 from workbook.exercises import ch09
@@ -13,12 +20,87 @@ def stub(*args, **kwargs):
     raise NotImplementedError("not attempted yet")
 
 
-def status(outcome):
-    return outcome.status, outcome.explanation
+@pytest.fixture
+def busy_machine():
+    """Four processes that spin for as long as the test runs: more than this machine's cores."""
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(4)]
+    time.sleep(0.2)
+    yield
+    for spinner in spinners:
+        spinner.kill()
+        spinner.wait()
 
 
-def assert_fails_saying(outcome, says):
-    assert outcome.status == checking.FAILED and says in outcome.explanation, status(outcome)
+# ---- 9.1 measure a claim properly --------------------------------------------------------------------
+
+
+def measure(statement, env, threads):
+    return benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange(min_run_time=0.02)
+
+
+def speedup_keeping(choose):
+    """A speedup that times the statements in turn, as asked, and keeps the round `choose` picks."""
+
+    def speedup(ours, baseline, env, threads, rounds):
+        kept = {ours: [], baseline: []}
+        for _ in range(rounds):
+            for statement in (ours, baseline):
+                kept[statement].append(measure(statement, env, threads))
+        chosen = {statement: choose(measurements) for statement, measurements in kept.items()}
+        return chosen[baseline].median / chosen[ours].median, chosen[ours], chosen[baseline]
+
+    return speedup
+
+
+speedup_solution = speedup_keeping(lambda measurements: min(measurements, key=lambda m: m.median))
+
+
+def speedup_three_rounds_always(ours, baseline, env, threads, rounds):  # `rounds` ignored
+    return speedup_solution(ours, baseline, env, threads, 3)
+
+
+def speedup_default_threads(ours, baseline, env, threads, rounds):  # Timer's default: one thread
+    best = {s: benchmark.Timer(s, globals=env).blocked_autorange(min_run_time=0.02) for s in (ours, baseline)}
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_one_after_the_other(ours, baseline, env, threads, rounds):  # all rounds of ours, then of baseline
+    best = {s: min((measure(s, env, threads) for _ in range(rounds)), key=lambda m: m.median) for s in (ours, baseline)}
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_inverted(ours, baseline, env, threads, rounds):
+    ratio, ours_measurement, baseline_measurement = speedup_solution(ours, baseline, env, threads, rounds)
+    return 1 / ratio, ours_measurement, baseline_measurement
+
+
+def speedup_with_perf_counter(ours, baseline, env, threads, rounds):
+    seconds = {}
+    for statement in (ours, baseline):
+        start = time.perf_counter()
+        eval(statement, env)
+        seconds[statement] = time.perf_counter() - start
+    return seconds[baseline] / seconds[ours], seconds[ours], seconds[baseline]
+
+
+def speedup_made_up(ours, baseline, env, threads, rounds):  # Measurements built by hand, nothing timed
+    def made_up(statement, seconds):
+        spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
+        return benchmark.Measurement(number_per_run=1, raw_times=[seconds], task_spec=spec)
+
+    return 2.0, made_up(ours, 0.002), made_up(baseline, 0.004)
+
+
+def test_speedup_passes_on_the_solution():
+    assert ch09.check_speedup(speedup_solution).passed
+
+
+def test_speedup_passes_on_a_busy_machine(busy_machine):
+    assert ch09.check_speedup(speedup_solution).passed
+
+
+def test_speedup_stub_is_not_attempted():
+    assert ch09.check_speedup(stub).status == checking.NOT_ATTEMPTED
 
 
 # ---- 9.2 find and fix a slow loop --------------------------------------------------------------------
@@ -28,6 +110,29 @@ def group_means_solution(values, groups, num_groups):
     sums = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, groups, values)
     counts = torch.bincount(groups, minlength=num_groups).clamp(min=1)
     return sums / counts
+
+
+def group_means_scatter_reduce(values, groups, num_groups):
+    return torch.zeros(num_groups, dtype=values.dtype).scatter_reduce_(0, groups, values, "mean", include_self=False)
+
+
+def group_means_weighted_bincount(values, groups, num_groups):
+    sums = torch.bincount(groups, weights=values, minlength=num_groups)
+    return (sums / torch.bincount(groups, minlength=num_groups).clamp(min=1)).to(values.dtype)
+
+
+def group_means_unique(values, groups, num_groups):  # sorts the ids: slower than one scatter, still no loop
+    present, position, counts = torch.unique(groups, return_inverse=True, return_counts=True)
+    sums = torch.zeros(len(present), dtype=values.dtype).index_add_(0, position, values)
+    return torch.zeros(num_groups, dtype=values.dtype).index_put_((present,), sums / counts)
+
+
+def group_means_sparse(values, groups, num_groups):  # a [groups, values] sparse matrix, summed along its rows
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch warns that sparse invariants are not checked
+        positions = torch.stack([groups, torch.arange(len(groups))])
+        sums = torch.sparse_coo_tensor(positions, values, (num_groups, len(values))).sum(1).to_dense()
+    return sums / torch.bincount(groups, minlength=num_groups).clamp(min=1)
 
 
 def group_means_without_minlength(values, groups, num_groups):  # the empty groups at the end are missing
@@ -44,6 +149,15 @@ def group_means_including_the_zeros(values, groups, num_groups):  # include_self
     return torch.zeros(num_groups, dtype=values.dtype).scatter_reduce_(0, groups, values, "mean")
 
 
+def group_means_float32_always(values, groups, num_groups):  # torch.zeros' default dtype, whatever values are
+    sums = torch.zeros(num_groups).index_add_(0, groups, values.float())
+    return sums / torch.bincount(groups, minlength=num_groups).clamp(min=1)
+
+
+def group_means_shown_group_count(values, groups, num_groups):  # the notebook's 2,000 groups, hard-coded
+    return group_means_solution(values, groups, 2000)
+
+
 def group_means_comprehension(values, groups, num_groups):  # one masked mean per group, in a comprehension
     return torch.stack(
         [values[groups == g].mean() if (groups == g).any() else values.new_zeros(()) for g in range(num_groups)]
@@ -58,101 +172,55 @@ def group_means_python_sums(values, groups, num_groups):  # the loop moved into 
     return torch.tensor([s / max(c, 1) for s, c in zip(sums, counts)], dtype=values.dtype)
 
 
+def group_means_one_hot(values, groups, num_groups):  # a [groups, values] mask: no loop, groups x values work
+    members = (groups[None, :] == torch.arange(num_groups)[:, None]).to(values.dtype)
+    return (members @ values) / members.sum(1).clamp(min=1)
+
+
+def group_means_map_split(values, groups, num_groups):  # sorted, split per group, torch.mean mapped over them
+    counts = torch.bincount(groups, minlength=num_groups)
+    means = torch.stack(list(map(torch.mean, values[groups.argsort()].split(counts.tolist()))))
+    return means.nan_to_num(0)  # an empty group's mean is nan
+
+
+def group_means_torchscript_loop(values, groups, num_groups):  # the per-group loop, compiled by TorchScript
+    return _scripted_loop()(values, groups, num_groups)
+
+
+def _group_means_loop(values: torch.Tensor, groups: torch.Tensor, num_groups: int) -> torch.Tensor:
+    means = torch.zeros(num_groups, dtype=values.dtype)
+    for group in range(num_groups):
+        members = values[groups == group]
+        if members.numel() > 0:
+            means[group] = members.mean()
+    return means
+
+
+def _scripted_loop():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated; it still works
+        return torch.jit.script(_group_means_loop)
+
+
+def group_means_with_the_checks_reference(values, groups, num_groups):  # the check's own expected values
+    return ch09._means_in_float64(values, groups, num_groups)
+
+
 def test_group_means_passes_on_the_solution():
     assert ch09.check_group_means(group_means_solution).passed
 
 
+@pytest.mark.parametrize(
+    "right",
+    [group_means_scatter_reduce, group_means_weighted_bincount, group_means_unique, group_means_sparse],
+    ids=lambda right: right.__name__,
+)
+def test_group_means_passes_on_other_right_answers_on_a_busy_machine(right, busy_machine):
+    assert ch09.check_group_means(right).passed
+
+
 def test_group_means_stub_is_not_attempted():
     assert ch09.check_group_means(stub).status == checking.NOT_ATTEMPTED
-
-
-@pytest.mark.parametrize(
-    "wrong, says",
-    [
-        (group_means_without_minlength, "has shape (6,), expected (8,)"),
-        (group_means_dividing_by_zero, "expected 0, got nan"),
-        (group_means_including_the_zeros, "group_means for 50 torch.float32 values in 8 groups is wrong at index (0,)"),
-        (ch09.group_means_slow, "it still loops in Python"),
-        (group_means_comprehension, "it still loops in Python"),
-        (group_means_python_sums, "it still loops in Python"),
-    ],
-)
-def test_group_means_explains_wrong_answers(wrong, says):
-    assert_fails_saying(ch09.check_group_means(wrong), says)
-
-
-# ---- 9.1 measure a claim properly --------------------------------------------------------------------
-
-
-def best_measurement(statement, env, threads, min_run_time=0.02):
-    return benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange(min_run_time=min_run_time)
-
-
-def speedup_solution(ours, baseline, env, threads, rounds):
-    best = {}
-    for _ in range(rounds):
-        for statement in (ours, baseline):
-            measurement = best_measurement(statement, env, threads)
-            if statement not in best or measurement.median < best[statement].median:
-                best[statement] = measurement
-    return best[baseline].median / best[ours].median, best[ours], best[baseline]
-
-
-def speedup_default_threads(ours, baseline, env, threads, rounds):  # Timer's default: one thread
-    best = {s: benchmark.Timer(s, globals=env).blocked_autorange(min_run_time=0.02) for s in (ours, baseline)}
-    return best[baseline].median / best[ours].median, best[ours], best[baseline]
-
-
-def speedup_one_after_the_other(ours, baseline, env, threads, rounds):  # all rounds of ours, then of baseline
-    best = {
-        s: min((best_measurement(s, env, threads) for _ in range(rounds)), key=lambda m: m.median)
-        for s in (ours, baseline)
-    }
-    return best[baseline].median / best[ours].median, best[ours], best[baseline]
-
-
-def speedup_inverted(ours, baseline, env, threads, rounds):
-    ratio, ours_measurement, baseline_measurement = speedup_solution(ours, baseline, env, threads, rounds)
-    return 1 / ratio, ours_measurement, baseline_measurement
-
-
-def speedup_swapped(ours, baseline, env, threads, rounds):
-    ratio, ours_measurement, baseline_measurement = speedup_solution(ours, baseline, env, threads, rounds)
-    return ratio, baseline_measurement, ours_measurement
-
-
-def speedup_with_perf_counter(ours, baseline, env, threads, rounds):
-    import time
-
-    seconds = {}
-    for statement in (ours, baseline):
-        start = time.perf_counter()
-        eval(statement, env)
-        seconds[statement] = time.perf_counter() - start
-    return seconds[baseline] / seconds[ours], seconds[ours], seconds[baseline]
-
-
-def test_speedup_passes_on_the_solution():
-    assert ch09.check_speedup(speedup_solution).passed
-
-
-def test_speedup_stub_is_not_attempted():
-    assert ch09.check_speedup(stub).status == checking.NOT_ATTEMPTED
-
-
-@pytest.mark.parametrize(
-    "wrong, says",
-    [
-        (speedup_default_threads, "ran with 1 thread(s), but threads=3 was asked for"),
-        (speedup_one_after_the_other, "ran in 2 stretch(es) (ours → baseline)"),
-        (speedup_inverted, "the ratio should be baseline's median / ours' median"),
-        (speedup_swapped, "the ours measurement timed 'baseline_step()'"),
-        (speedup_with_perf_counter, "should be a torch.utils.benchmark Measurement"),
-        (lambda *args: 2.0, "should return a tuple (ratio, ours_measurement, baseline_measurement)"),
-    ],
-)
-def test_speedup_explains_wrong_answers(wrong, says):
-    assert_fails_saying(ch09.check_speedup(wrong), says)
 
 
 # ---- 9.3 choose headers to cut a build's time ---------------------------------------------------------
@@ -170,19 +238,227 @@ def test_minimal_headers_stub_is_not_attempted():
     assert ch09.check_minimal_headers(stub).status == checking.NOT_ATTEMPTED
 
 
-@pytest.mark.parametrize(
-    "wrong, says",
-    [
-        (["torch/extension.h"], "Drop umbrella headers"),  # compiles, but reads twice the lines it needs
-        (["ATen/core/Tensor.h", "torch/library.h"], "'clamp_min' is not a member of 'at'"),  # the function's header
-        (
-            ["ATen/core/Tensor.h", "ATen/ops/clamp_min.h"],
-            "(line 9: TORCH_LIBRARY_FRAGMENT(wb_ch09_headers, m)",
-        ),  # the registration's header
-        (["ATen/core/tensor.h", "torch/library.h"], "cannot read these headers: positive_twice.cpp:1:10: fatal error"),
-        (["#include <torch/library.h>"], "without #include"),
-        ("torch/library.h", "a non-empty list of header names"),
-    ],
-)
-def test_minimal_headers_explain_wrong_answers(wrong, says):
-    assert_fails_saying(ch09.check_minimal_headers(lambda: wrong), says)
+def headers(*names):
+    return lambda: ch09.check_minimal_headers(lambda: list(names))
+
+
+WRONG_ANSWERS = [
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the last round",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: measurements[-1])),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the first round",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: measurements[0])),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the worst round",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: max(measurements, key=lambda m: m.median))),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "merges every round into one Measurement",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: benchmark.Measurement.merge(measurements)[0])),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "inverts the ratio",
+        lambda: ch09.check_speedup(speedup_inverted),
+        ("the ratio should be baseline's median / ours' median",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "times all of ours, then all of baseline",
+        lambda: ch09.check_speedup(speedup_one_after_the_other),
+        ("ran in 2 stretch(es) (ours → baseline)", "time them in turn"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "leaves Timer at its default thread count",
+        lambda: ch09.check_speedup(speedup_default_threads),
+        ("ran with 1 thread(s), but threads=3 was asked for",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "times one call with perf_counter",
+        lambda: ch09.check_speedup(speedup_with_perf_counter),
+        ("should be a torch.utils.benchmark Measurement",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "hard-coded",
+        "makes Measurements up and returns 2.0",
+        lambda: ch09.check_speedup(speedup_made_up),
+        ("never ran the two statements",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "hard-coded",
+        "three rounds whatever rounds says",
+        lambda: ch09.check_speedup(speedup_three_rounds_always),
+        ("with rounds=4",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "hard-coded",
+        "returns a number instead of the tuple",
+        lambda: ch09.check_speedup(lambda *args: 2.0),
+        ("should return a tuple (ratio, ours_measurement, baseline_measurement)",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "wrong math",
+        "bincount without minlength drops the empty groups at the end",
+        lambda: ch09.check_group_means(group_means_without_minlength),
+        ("has shape (10,), expected (12,)",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "wrong math",
+        "divides an empty group's 0 by 0",
+        lambda: ch09.check_group_means(group_means_dividing_by_zero),
+        ("expected 0, got nan",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "wrong math",
+        "scatter_reduce_ mean with include_self=True averages the zeros in",
+        lambda: ch09.check_group_means(group_means_including_the_zeros),
+        ("group_means for 7 torch.float32 values in 12 groups is wrong at index",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "wrong math",
+        "sums in float32 whatever the values' dtype",
+        lambda: ch09.check_group_means(group_means_float32_always),
+        ("non-contiguous torch.float64 values", "has dtype torch.float32, expected torch.float64"),
+    ),
+    WrongAnswer(
+        "9.2",
+        "hard-coded",
+        "the notebook's 2,000 groups",
+        lambda: ch09.check_group_means(group_means_shown_group_count),
+        ("has shape (2000,), expected (12,)",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "private data",
+        "returns the check's own expected values",
+        lambda: ch09.check_group_means(group_means_with_the_checks_reference),
+        ("AttributeError",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "concept skipped",
+        "hands in group_means_slow itself",
+        lambda: ch09.check_group_means(ch09.group_means_slow),
+        ("it still loops in Python",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "concept skipped",
+        "a masked mean per group in a comprehension",
+        lambda: ch09.check_group_means(group_means_comprehension),
+        ("it still loops in Python",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "concept skipped",
+        "a loop over the values in plain Python lists",
+        lambda: ch09.check_group_means(group_means_python_sums),
+        ("it still loops in Python",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "too slow",
+        "a one-hot [groups, values] mask times the values",
+        lambda: ch09.check_group_means(group_means_one_hot),
+        ("correct, but too slow", "times the reference solution's"),
+    ),
+    WrongAnswer(
+        "9.2",
+        "too slow",
+        "the per-group loop moved into TorchScript",
+        lambda: ch09.check_group_means(group_means_torchscript_loop),
+        ("correct, but too slow", "times the reference solution's"),
+    ),
+    WrongAnswer(
+        "9.2",
+        "too slow",
+        "torch.mean mapped over a split per group",
+        lambda: ch09.check_group_means(group_means_map_split),
+        ("correct, but too slow", "times the reference solution's"),
+    ),
+    WrongAnswer(
+        "9.3",
+        "concept skipped",
+        "torch/extension.h: compiles, reading far more than it needs",
+        headers("torch/extension.h"),
+        ("Drop umbrella headers",),
+    ),
+    WrongAnswer(
+        "9.3",
+        "wrong math",
+        "clamp.h, the header of another op, instead of clamp_min.h",
+        headers("ATen/core/Tensor.h", "ATen/ops/clamp.h", "torch/library.h"),
+        ("the op does not compile", "'clamp_min' is not a member of 'at'"),
+    ),
+    WrongAnswer(
+        "9.3",
+        "wrong math",
+        "no torch/library.h for the registration",
+        headers("ATen/core/Tensor.h", "ATen/ops/clamp_min.h"),
+        ("the op does not compile", "(line 9: TORCH_LIBRARY_FRAGMENT(wb_ch09_headers, m)"),
+    ),
+    WrongAnswer(
+        "9.3",
+        "shown sizes only",
+        "a header name in the wrong case (found only on a case-insensitive disk)",
+        headers("ATen/core/tensor.h", "ATen/ops/clamp_min.h", "torch/library.h"),
+        ("the compiler cannot read these headers", "ATen/core/tensor.h: No such file or directory"),
+    ),
+    WrongAnswer(
+        "9.3",
+        "concept skipped",
+        "code smuggled in through a header name",
+        headers(
+            "ATen/core/Tensor.h>\nnamespace at { inline Tensor clamp_min(const Tensor& x, int) { return x; } }\n//",
+            "torch/library.h",
+        ),
+        ("write each header as a path alone",),
+    ),
+    WrongAnswer(
+        "9.3",
+        "hard-coded",
+        "whole #include lines",
+        headers("#include <torch/library.h>"),
+        ("write each header as a path alone", "no #include"),
+    ),
+    WrongAnswer(
+        "9.3",
+        "hard-coded",
+        "one string instead of a list",
+        lambda: ch09.check_minimal_headers(lambda: "torch/library.h"),
+        ("a non-empty list of header names",),
+    ),
+]
+
+
+@pytest.mark.parametrize("wrong", WRONG_ANSWERS, ids=wrong_answers.ids)
+def test_wrong_answer_is_rejected(wrong):
+    wrong_answers.assert_rejected(wrong)

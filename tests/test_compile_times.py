@@ -70,8 +70,8 @@ FAKE_COMPILER = """#!/bin/sh
 echo "$CCACHE_DISABLE $*" >> "{log}"
 case "$*" in
   --version) echo "fakecc {version}";;
-  *-E*) printf 'one\\ntwo\\nthree\\n';;
   *broken*) echo "tiny_op.cpp:1:10: fatal error: no/such.h: No such file or directory" >&2; exit 1;;
+  *-E*) printf 'one\\ntwo\\nthree\\n';;
 esac
 """
 
@@ -102,6 +102,7 @@ def test_measured_once_then_read_from_the_cache(tmp_path, fake_compiler):
     assert all(line.startswith("1 ") for line in compiles(tmp_path)), "the compiler must run with CCACHE_DISABLE=1"
     (entry,) = json.loads(cache.read_text()).values()
     assert entry["compiler"] == "fakecc 1.0" and entry["flags"] == ["-O0"] and entry["source"] == "int x;"
+    assert entry["timing"] == "CPU seconds"
 
 
 def test_remeasure_compiles_again(tmp_path, fake_compiler):
@@ -137,6 +138,21 @@ def test_a_failing_compile_names_the_first_error_and_caches_nothing(tmp_path, fa
     assert not cache.exists()
 
 
+def test_preprocessed_size_and_syntax_error_are_cached_with_their_failures(tmp_path, fake_compiler):
+    cache, compiler = tmp_path / "costs.json", fake_compiler()
+    for _ in range(2):
+        assert compile_times.preprocessed_size("int x;", compiler=compiler, flags=[], cache_file=cache) == 3
+        assert compile_times.syntax_error("int x;", compiler=compiler, flags=[], cache_file=cache) is None
+        with pytest.raises(RuntimeError, match="fatal error: no/such.h"):
+            compile_times.preprocessed_size("int x;", compiler=compiler, flags=["-Dbroken"], cache_file=cache)
+        error = compile_times.syntax_error("int x;", compiler=compiler, flags=["-Dbroken"], cache_file=cache)
+        assert "fatal error: no/such.h" in error
+    calls = (tmp_path / "calls.log").read_text().splitlines()
+    assert sum(" -E " in f" {line} " for line in calls) == 2, "each -E ran once, then came from the cache"
+    assert sum("-fsyntax-only" in line for line in calls) == 2
+    assert {entry["kind"] for entry in json.loads(cache.read_text()).values()} == {"-E", "-fsyntax-only"}
+
+
 def test_a_real_compile_of_a_trivial_source(tmp_path):
     cost = compile_times.header_cost(
         "#include <cstddef>\nstd::size_t answer() { return 42; }\n",
@@ -144,6 +160,14 @@ def test_a_real_compile_of_a_trivial_source(tmp_path):
         cache_file=tmp_path / "costs.json",
     )
     assert cost.measured_now and cost.seconds > 0 and cost.lines > 10
+
+
+def test_a_compile_is_timed_in_cpu_seconds_not_by_the_clock(tmp_path):
+    sleepy = tmp_path / "sleepycc"
+    sleepy.write_text('#!/bin/sh\ncase "$*" in --version) echo sleepycc 1;; *-E*) echo one;; *) sleep 1;; esac\n')
+    sleepy.chmod(sleepy.stat().st_mode | stat.S_IEXEC)
+    cost = compile_times.header_cost("int x;", compiler=str(sleepy), flags=[], cache_file=tmp_path / "costs.json")
+    assert cost.seconds < 0.5, "a compiler that waits a second without working used well under a second of CPU"
 
 
 def test_header_costs_compile_the_tiny_op_after_each_include_set(monkeypatch):

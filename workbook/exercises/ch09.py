@@ -2,115 +2,77 @@
 
 from __future__ import annotations
 
-import functools
+import math
 import re
+import statistics
 import sys
-import tempfile
 import time
-from pathlib import Path
 
 from ..checking import Mistake, exercise, expect_close
 
-# ---- 9.2 find and fix a slow loop ------------------------------------------------------------------
-
-
-def group_means_slow(values, groups, num_groups: int):
-    """The mean of `values` per group (0 for a group with no values), one group at a time."""
-    import torch
-
-    means = torch.zeros(num_groups, dtype=values.dtype)
-    for group in range(num_groups):
-        members = values[groups == group]
-        if len(members):
-            means[group] = members.mean()
-    return means
-
-
-def _group_cases():
-    import torch
-
-    generator = torch.Generator().manual_seed(9)
-    cases = []
-    for elements, num_groups, dtype in [(50, 8, torch.float32), (300, 40, torch.float64), (7, 12, torch.float32)]:
-        groups = torch.randint(0, num_groups - 2, (elements,), generator=generator)  # the last two stay empty
-        values = torch.randn(elements, generator=generator, dtype=dtype)
-        cases.append((values, groups, num_groups))
-    return cases
-
-
-def python_steps(function, *args) -> int:
-    """How many Python lines and calls `function(*args)` executed (torch's C++ loops do not count)."""
-    steps = 0
-
-    def count(frame, event, arg):
-        nonlocal steps
-        steps += 1
-        return count
-
-    previous = sys.gettrace()
-    sys.settrace(count)
-    try:
-        function(*args)
-    finally:
-        sys.settrace(previous)
-    return steps
-
-
-@exercise("9.2 find and fix a slow loop")
-def check_group_means(group_means):
-    """`group_means(values, groups, num_groups)` equals group_means_slow and runs no Python loop per group
-    or element: the Python steps it takes must not grow with the input."""
-    import torch
-
-    for values, groups, num_groups in _group_cases():
-        expect_close(
-            group_means(values, groups, num_groups),
-            group_means_slow(values, groups, num_groups),
-            f"group_means for {len(values)} {values.dtype} values in {num_groups} groups",
-        )
-    generator = torch.Generator().manual_seed(1)
-    small = (torch.randn(200, generator=generator), torch.randint(0, 20, (200,), generator=generator), 20)
-    large = (torch.randn(20_000, generator=generator), torch.randint(0, 2_000, (20_000,), generator=generator), 2_000)
-    small_steps, large_steps = python_steps(group_means, *small), python_steps(group_means, *large)
-    if large_steps > small_steps + 20:
-        raise Mistake(
-            f"your function took {small_steps} Python steps for 200 values in 20 groups but {large_steps} "
-            f"for 20,000 values in 2,000 groups: it still loops in Python. Let one torch call handle "
-            f"every group at once (index_add_, scatter_add_ or bincount with weights)"
-        )
-
-
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
+
+# How long each round's calls of the two statements sleep, in seconds. The fastest round is neither the
+# first nor the last, so that keeping any round but the fastest one gives a measurement the check can
+# tell apart from it.
+_ROUND_SLEEPS = {"ours": (0.004, 0.006, 0.002, 0.005), "baseline": (0.009, 0.006, 0.011, 0.004)}
 
 
 class _Steps:
-    """Two statements for the check to time: `baseline_step()` sleeps twice as long as `ours_step()`.
-    Each call is logged, so the check can see in which order they ran."""
+    """The two statements the check times. A call belongs to a round: the calls of one statement in a
+    row, up to the first call of the other. Each call sleeps its round's time from _ROUND_SLEEPS and is
+    logged with its round and duration, so that the check can see the order the statements ran in
+    and which round a Measurement came from."""
 
     def __init__(self):
-        self.log = []
+        self.log = []  # (statement, round, seconds) per call
+        self.rounds = {"ours": -1, "baseline": -1}
 
     def ours_step(self):
-        self.log.append("ours")
-        time.sleep(0.001)
+        self._call("ours")
 
     def baseline_step(self):
-        self.log.append("baseline")
-        time.sleep(0.002)
+        self._call("baseline")
+
+    def _call(self, name):
+        if not self.log or self.log[-1][0] != name:
+            self.rounds[name] += 1
+        sleeps = _ROUND_SLEEPS[name]
+        start = time.perf_counter()
+        time.sleep(sleeps[min(self.rounds[name], len(sleeps) - 1)])
+        self.log.append((name, self.rounds[name], time.perf_counter() - start))
 
     def stretches(self) -> list[str]:
-        """The log with each stretch of calls to the same statement folded into one entry."""
-        return [name for position, name in enumerate(self.log) if position == 0 or self.log[position - 1] != name]
+        """The statements in the order they ran, each stretch of calls to the same one folded into one."""
+        names = [name for name, _, _ in self.log]
+        return [name for position, name in enumerate(names) if position == 0 or names[position - 1] != name]
+
+    def round_medians(self, name, measurement) -> list[float]:
+        """Per round of `name`, what `measurement` would report had it timed that round: the median of the
+        round's last blocks of `measurement.number_per_run` calls (one block per raw time)."""
+        per_call = {}
+        for statement, round_number, seconds in self.log:
+            if statement == name:
+                per_call.setdefault(round_number, []).append(seconds)
+        number, blocks = measurement.number_per_run, len(measurement.raw_times)
+        medians = []
+        for calls in per_call.values():
+            block_means = [
+                statistics.fmean(calls[end - number : end])
+                for end in range(len(calls), number - 1, -number)[: max(blocks, 1)]
+            ]
+            medians.append(statistics.median(block_means) if block_means else statistics.fmean(calls))
+        return medians
 
 
 @exercise("9.1 measure a claim properly")
 def check_speedup(speedup):
     """`speedup(ours, baseline, env, threads, rounds)` times both statements with torch.utils.benchmark,
-    in turn over `rounds` rounds, with `threads` threads, and returns (baseline median / ours median,
-    ours' Measurement, baseline's Measurement)."""
+    in turn over `rounds` rounds, with `threads` threads, keeps each statement's Measurement with the lowest
+    median and returns (baseline median / ours median, ours' Measurement, baseline's Measurement)."""
     from torch.utils.benchmark import Measurement
 
-    steps, threads, rounds = _Steps(), 3, 3
+    steps, threads, rounds = _Steps(), 3, len(_ROUND_SLEEPS["ours"])
     result = speedup(
         "ours_step()",
         "baseline_step()",
@@ -145,12 +107,179 @@ def check_speedup(speedup):
             f"ours is faster), got {ratio!r}"
         )
     stretches = steps.stretches()
+    if not stretches:
+        raise Mistake(
+            "your speedup never ran the two statements: time them with Timer(...).blocked_autorange() instead "
+            "of making Measurements up"
+        )
     if min(stretches.count("ours"), stretches.count("baseline")) < rounds:
         raise Mistake(
             f"the two statements ran in {len(stretches)} stretch(es) ({' → '.join(stretches[:6])}"
             f"{' ...' if len(stretches) > 6 else ''}); with rounds={rounds}, time them in turn, "
             f"each at least {rounds} times, so that a disturbance of the machine hits both alike"
         )
+    for name, measurement in (("ours", ours), ("baseline", baseline)):
+        medians = steps.round_medians(name, measurement)
+        closest = min(range(len(medians)), key=lambda k: abs(math.log(measurement.median / medians[k])))
+        fastest = min(range(len(medians)), key=medians.__getitem__)
+        if medians[closest] > 1.05 * medians[fastest]:
+            raise Mistake(
+                f"the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} ms, but round "
+                f"{fastest + 1} measured {medians[fastest] * 1e3:.2f} ms: keep, for each statement, the "
+                f"Measurement with the lowest median over the rounds, the one the machine disturbed least"
+            )
+
+
+# ---- 9.2 find and fix a slow loop ------------------------------------------------------------------
+
+SPEED_LIMIT = 100  # a correct answer may take up to this many times the reference solution's time
+_SPEED_VALUES, _SPEED_GROUPS = 10_000, 2_000
+
+
+def group_means_slow(values, groups, num_groups: int):
+    """The mean of `values` per group (0 for a group with no values), one group at a time."""
+    import torch
+
+    means = torch.zeros(num_groups, dtype=values.dtype)
+    for group in range(num_groups):
+        members = values[groups == group]
+        if len(members):
+            means[group] = members.mean()
+    return means
+
+
+def _draw_groups(generator, elements: int, num_groups: int):
+    """`elements` group ids in [0, num_groups), drawn from a random three quarters of the ids, so that
+    some groups inside the range stay empty, and never the last one, so that the output's end is
+    an empty group too."""
+    import torch
+
+    used = torch.randperm(num_groups - 1, generator=generator)[: max(1, 3 * (num_groups - 1) // 4)]
+    return used[torch.randint(0, len(used), (elements,), generator=generator)]
+
+
+def _seconds_per_call(function, args, budget: float = 0.005, calls: int = 3, patience: float = 0.05) -> float:
+    """The least CPU time (of this process, all its threads) of at least `calls` calls made within about
+    `budget` CPU seconds (fewer once `patience` seconds are spent). CPU time, not the clock on the wall: on
+    a busy machine a call that is preempted waits, but uses no CPU meanwhile; and noise only makes a call
+    slower, so the fastest one is the least disturbed."""
+    fastest, spent, made = math.inf, 0.0, 0
+    while (made < calls or spent < budget) and not (made and spent > patience):
+        start = time.process_time()
+        function(*args)
+        seconds = time.process_time() - start
+        fastest, spent, made = min(fastest, seconds), spent + seconds, made + 1
+    return fastest
+
+
+def python_steps(function, *args) -> int:
+    """How many Python lines and calls `function(*args)` executed (torch's C++ loops do not count)."""
+    steps = 0
+
+    def count(frame, event, arg):
+        nonlocal steps
+        steps += 1
+        return count
+
+    previous = sys.gettrace()
+    sys.settrace(count)
+    try:
+        function(*args)
+    finally:
+        sys.settrace(previous)
+    return steps
+
+
+def _speed_against_reference(group_means, values, groups, num_groups: int, rounds: int = 5):
+    """(ratio, your seconds, the reference's seconds, rounds timed): your function and the reference
+    solution timed in turn, one thread each, each side's fastest call over the rounds so far. The timing
+    ends as soon as the ratio is within SPEED_LIMIT, or far beyond it after two rounds. Call
+    `group_means` on these inputs once before, so that first-call costs (a compilation, say) are paid."""
+    import torch
+
+    def reference(values, groups, num_groups):
+        sums = torch.zeros(num_groups, dtype=values.dtype).index_add_(0, groups, values)
+        return sums / torch.bincount(groups, minlength=num_groups).clamp(min=1)
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        args = (values, groups, num_groups)
+        ours = theirs = math.inf
+        for timed in range(1, rounds + 1):
+            ours = min(ours, _seconds_per_call(reference, args))
+            theirs = min(theirs, _seconds_per_call(group_means, args))
+            if theirs <= SPEED_LIMIT * ours or (timed >= 2 and theirs > 10 * SPEED_LIMIT * ours):
+                break
+        return theirs / ours, theirs, ours, timed
+    finally:
+        torch.set_num_threads(threads)
+
+
+@exercise("9.2 find and fix a slow loop")
+def check_group_means(group_means):
+    """`group_means(values, groups, num_groups)` returns what group_means_slow returns, on inputs drawn
+    now (float32 and float64, empty groups inside and at the end, no values at all, non-contiguous
+    inputs, sizes beyond the notebook's), without changing its inputs; runs no Python loop (the Python
+    steps it takes do not grow with the input); and takes at most SPEED_LIMIT times the CPU time of the
+    reference solution, the two timed side by side."""
+    import torch
+
+    generator = torch.Generator().manual_seed(9)
+
+    def expected(values, groups, num_groups):  # what group_means_slow returns, in float64 and without a loop
+        sums = torch.zeros(num_groups, dtype=torch.float64).index_add_(0, groups, values.double())
+        return (sums / torch.bincount(groups, minlength=num_groups).clamp(min=1)).to(values.dtype)
+
+    def case(elements, num_groups, dtype, contiguous=True):
+        groups = _draw_groups(generator, elements, num_groups)
+        values = (torch.randn(elements, 2, generator=generator, dtype=dtype) * 10)[:, 1]  # every second one
+        if contiguous:
+            values = values.contiguous()
+        else:
+            groups = torch.stack([groups, groups], dim=1)[:, 0]
+        layout = "" if contiguous else " non-contiguous"
+        return (
+            values,
+            groups,
+            num_groups,
+            f"group_means for {elements:,}{layout} {values.dtype} values in {num_groups:,} groups",
+        )
+
+    def expect_right(values, groups, num_groups, what):
+        before = values.clone(), groups.clone()
+        result = group_means(values, groups, num_groups)
+        expect_close(result, expected(values, groups, num_groups), what)
+        if not (torch.equal(values, before[0]) and torch.equal(groups, before[1])):
+            raise Mistake(f"{what}: your function changed its input values or groups; leave them as they are")
+
+    for args in (
+        case(7, 12, torch.float32),
+        case(0, 5, torch.float32),
+        case(3_001, 1_234, torch.float64, contiguous=False),
+    ):
+        expect_right(*args)
+    small, large = case(100, 20, torch.float32)[:3], case(_SPEED_VALUES, _SPEED_GROUPS, torch.float32)[:3]
+    small_steps, large_steps = python_steps(group_means, *small), python_steps(group_means, *large)
+    if large_steps > small_steps + 20:
+        raise Mistake(
+            f"your function took {small_steps:,} Python steps for 100 values in 20 groups but {large_steps:,} "
+            f"for {_SPEED_VALUES:,} values in {_SPEED_GROUPS:,} groups: it still loops in Python, over the groups "
+            f"or the values. Let one torch call handle every group at once (index_add_, scatter_add_ or "
+            f"bincount with weights)"
+        )
+    values, groups, num_groups = large
+    ratio, yours, reference, rounds = _speed_against_reference(group_means, values, groups, num_groups)
+    if ratio > SPEED_LIMIT:
+        raise Mistake(
+            f"correct, but too slow: for {len(values):,} values in {num_groups:,} groups your group_means took "
+            f"{yours * 1e3:.2f} ms, {ratio:,.0f} times the reference solution's {reference * 1e3:.3f} ms (the "
+            f"best of {rounds} rounds, timed side by side in CPU time); at most {SPEED_LIMIT} times is allowed. A "
+            f"loop over the groups (in TorchScript, or through map), or a [groups, values] mask, does far more "
+            f"work than one scatter: let one call add every value to its group (index_add_, scatter_add_, or "
+            f"bincount with weights) and one count every group's members"
+        )
+    expect_right(*case(60_000, 7_000, torch.float32))
 
 
 # ---- 9.3 choose headers to cut a build's time -------------------------------------------------------
@@ -163,28 +292,21 @@ at::Tensor positive_twice(const at::Tensor& x) {
 
 TORCH_LIBRARY_FRAGMENT(wb_ch09_headers, m) { m.def("positive_twice(Tensor x) -> Tensor", &positive_twice); }
 """
-_REFERENCE_HEADERS = ("ATen/core/Tensor.h", "ATen/ops/clamp_min.h", "torch/library.h")
-_SLACK = 1.1  # a header list may read this much more than the reference's
+_SLACK = 1.1  # a header list may read this much more than the smallest one the workbook knows
+_HEADER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.+/-]*")
 
 
 def with_headers(headers) -> str:
     return "".join(f"#include <{header}>\n" for header in headers) + HEADERS_OP
 
 
-@functools.cache
-def _reference_lines() -> int:
+def _smallest_known_lines() -> int:
+    """How many lines the compiler reads for HEADERS_OP with the smallest header set the workbook knows."""
     from .. import compile_times
 
-    return _preprocess(_REFERENCE_HEADERS, compile_times.compile_flags())
-
-
-def _preprocess(headers, flags) -> int:
-    from .. import compile_times
-
-    with tempfile.TemporaryDirectory(prefix="ch09_headers_") as folder:
-        source = Path(folder) / "positive_twice.cpp"
-        source.write_text(with_headers(headers))
-        return compile_times.preprocessed_lines(compile_times.compiler_command(), flags, source)
+    return compile_times.preprocessed_size(
+        with_headers(["ATen/core/Tensor.h", "ATen/ops/clamp_min.h", "torch/library.h"])
+    )
 
 
 @exercise("9.3 choose headers to cut a build's time")
@@ -203,37 +325,34 @@ def check_minimal_headers(choose_headers):
         raise Mistake(
             f"headers should be a non-empty list of header names such as 'ATen/core/Tensor.h', got {headers!r}"
         )
-    odd = [header for header in headers if header.startswith("#") or "<" in header or '"' in header]
+    odd = [header for header in headers if not _HEADER_NAME.fullmatch(header)]
     if odd:
-        raise Mistake(f"write the header names alone, without #include, <> or quotes: {odd[0]!r}")
-    flags = compile_times.compile_flags()
+        raise Mistake(
+            f"write each header as a path alone, such as 'torch/library.h' (letters, digits, _ . + - /; no "
+            f"#include, <>, quotes, spaces or new lines): {odd[0]!r}"
+        )
+    source = with_headers(headers)
     try:
-        lines = _preprocess(headers, flags)
+        lines = compile_times.preprocessed_size(source)
     except RuntimeError as error:
         raise Mistake(f"the compiler cannot read these headers: {_first_error(error)}") from None
-    limit = int(_reference_lines() * _SLACK)
+    limit = int(_smallest_known_lines() * _SLACK)
     if lines > limit:
         raise Mistake(
-            f"with these headers the compiler reads {lines:,} lines; the op needs at most {limit:,}. "
+            f"with these headers the compiler reads {lines:,} lines, more than the {limit:,} allowed (10 % above "
+            f"the smallest set the workbook knows). "
             f"Drop umbrella headers (torch/extension.h, torch/torch.h, ATen/ATen.h) and include the "
             f"class and the one function header the op uses"
         )
-    with tempfile.TemporaryDirectory(prefix="ch09_headers_") as folder:
-        Path(folder, "positive_twice.cpp").write_text(with_headers(headers))
-        try:
-            compile_times.run_compiler(
-                compile_times.compiler_command(), [*flags, "-fsyntax-only", "positive_twice.cpp"], cwd=folder
-            )
-        except RuntimeError as error:
-            raise Mistake(
-                f"the op does not compile with these headers: {_first_error(error, with_headers(headers))}"
-            ) from None
+    error = compile_times.syntax_error(source)
+    if error:
+        raise Mistake(f"the op does not compile with these headers: {_first_error(error, source)}")
 
 
-def _first_error(error: RuntimeError, source: str = "") -> str:
+def _first_error(error, source: str = "") -> str:
     """The compiler's first error line, followed by the source line it points at."""
     message = str(error).split(" failed: ", 1)[-1]
-    where = re.match(r"positive_twice\.cpp:(\d+):", message)
+    where = re.match(r"(?:positive_twice|source)\.cpp:(\d+):", message)
     if where and source:
         message += f" (line {where[1]}: {source.splitlines()[int(where[1]) - 1].strip()[:60]})"
     return message
