@@ -1,6 +1,12 @@
-"""workbook.performance: chapter 09's side-by-side timing and plots (tiny statements, no scatter build)."""
+"""workbook.performance: chapter 09's side-by-side timing, op counts and plots (tiny statements, no scatter
+build)."""
 
+import time
+
+import pytest
+import torch
 from IPython.display import Image
+from torch.utils import benchmark
 
 from workbook import compile_times, performance
 
@@ -25,12 +31,13 @@ def test_plots_are_png_images():
             "groups": 10,
             "index": "random",
             "op": "sum",
+            "native": "scatter_add_",
             "ratio": 1.2,
             "ours_gbps": 5.0,
             "native_gbps": 4.0,
             "copy_gbps": 20.0,
         },
-        {"groups": 10, "index": "random", "op": "max", "ratio": 0.8, "copy_gbps": 20.0},
+        {"groups": 10, "index": "random", "op": "max", "native": "include_self=False", "ratio": 0.8, "copy_gbps": 20.0},
     ]
     costs = {
         "lean": compile_times.HeaderCost(5.0, 190_000, False),
@@ -42,3 +49,59 @@ def test_plots_are_png_images():
         performance.header_costs_image(costs),
     ):
         assert isinstance(image, Image) and image.data.startswith(b"\x89PNG")
+
+
+def test_printed_rows_name_the_faster_native(capsys):
+    performance.print_rows(
+        [
+            {
+                "groups": 10,
+                "index": "sorted",
+                "op": "sum",
+                "native": "index_add_",
+                "ratio": 3.5,
+                "ours_gbps": 9.0,
+                "copy_gbps": 70.0,
+            },
+            {"groups": 10, "index": "sorted", "op": "max", "native": "-inf, amax, -inf→0", "ratio": 0.7},
+        ]
+    )
+    header, sum_row, max_row = capsys.readouterr().out.splitlines()
+    assert "faster native" in header
+    assert sum_row.split() == ["1e+01", "sorted", "sum", "3.50x", "index_add_", "9.0", "70.0"]
+    assert max_row.split()[3:] == ["0.70x", "-inf,", "amax,", "-inf→0"]
+
+
+def test_both_native_max_routes_give_torch_scatters_result():
+    src, index = torch.tensor([1.0, -2.0, 5.0, -torch.inf]), torch.tensor([0, 0, 2, 3])
+    env = {"torch": torch, "src": src, "index": index, "groups": 5}
+    expected = torch.tensor([1.0, 0.0, 5.0, -torch.inf, 0.0])  # what ours returns: empty groups 0
+    assert torch.equal(eval(performance.MAX_NATIVES["include_self=False"], env), expected)
+    textbook = eval(performance.MAX_NATIVES["-inf, amax, -inf→0"], env)
+    assert torch.equal(textbook[:3], expected[:3]) and textbook[3] == 0, "a group of -inf alone becomes 0 here"
+
+
+def test_op_counts_show_include_self_false_scattering_the_identity_first(capfd):
+    index, src = torch.tensor([0, 2, 2]), torch.ones(3)
+    excluded = performance.op_counts(lambda: torch.zeros(4).scatter_reduce_(0, index, src, "amax", include_self=False))
+    included = performance.op_counts(lambda: torch.full((4,), -torch.inf).scatter_reduce_(0, index, src, "amax"))
+    assert (excluded["aten::zeros"], excluded["aten::scatter_reduce_"], excluded["aten::scatter_"]) == (1, 1, 1)
+    assert included["aten::scatter_reduce_"] == 1 and "aten::scatter_" not in included
+    assert "USDT" not in capfd.readouterr().err, "the profiler's start and stop lines are dropped"
+
+
+def test_a_described_measurement_has_no_address():
+    spec = benchmark.utils.common.TaskSpec("f()", "pass", num_threads=1)
+    text = performance.describe(benchmark.Measurement(number_per_run=10, raw_times=[0.01, 0.012], task_spec=spec))
+    assert "object at 0x" not in repr(text) and text.startswith("f()") and "Median" in text
+
+
+def test_side_by_side_in_cpu_time_leaves_waiting_out():
+    env = {"time": time}
+    best = performance.side_by_side(
+        {"sleeps": "time.sleep(0.005)"}, env, threads=1, rounds=1, min_run_time=0.02, cpu_time=True
+    )
+    assert best["sleeps"].median < 0.002, "a call that sleeps 5 ms uses almost no CPU"
+    assert "CPU time" in best["sleeps"].task_spec.description
+    with pytest.raises(ValueError, match="cpu_time=True needs threads=1"):
+        performance.side_by_side({"sleeps": "time.sleep(0)"}, env, threads=2, cpu_time=True)

@@ -2,11 +2,17 @@
 
 `side_by_side` times statements in turn over a few rounds with torch.utils.benchmark and keeps each
 statement's best round; `scatter_rows` uses it for a handful of scatter cases, much smaller than
-`make bench`, so that the chapter runs in seconds. The `*_image` functions draw the results with
+`make bench`, so that the chapter runs in seconds; `op_counts` counts the ops a call runs, from the
+profiler. The `*_image` functions draw the results with
 matplotlib and return a PNG for a notebook cell.
 """
 
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
 
 from .figures import as_image
 
@@ -14,7 +20,14 @@ SUM_NATIVES = {
     "index_add_": "torch.zeros(groups).index_add_(0, index, src)",
     "scatter_add_": "torch.zeros(groups).scatter_add_(0, index, src)",
 }
-MAX_NATIVE = "torch.zeros(groups).scatter_reduce_(0, index, src, 'amax', include_self=False)"
+# torch_scatter's max, natively: empty groups 0. include_self=False scatters the identity (-inf) into every
+# position the index names before it reduces; the other route fills the whole output with -inf first and
+# turns what is left of it into 0 afterwards (which also turns a group whose values are all -inf into 0).
+MAX_NATIVES = {
+    "include_self=False": "torch.zeros(groups).scatter_reduce_(0, index, src, 'amax', include_self=False)",
+    "-inf, amax, -inf→0": "(out := torch.full((groups,), -torch.inf).scatter_reduce_(0, index, src, 'amax'))"
+    ".masked_fill_(out == -torch.inf, 0)",
+}
 OURS = {
     "sum": "scatter.scatter_sum(src, index, 0, None, groups)",
     "max": "scatter.scatter_max(src, index, 0, None, groups)",
@@ -28,11 +41,19 @@ def side_by_side(
     rounds: int = 3,
     min_run_time: float = 0.02,
     label: str = "side by side",
+    cpu_time: bool = False,
 ) -> dict:
     """{name: the Measurement with the lowest median over `rounds` rounds}, the statements timed in turn.
-    Each Measurement is labelled for benchmark.Compare: a row per name, a column per thread count."""
+    Each Measurement is labelled for benchmark.Compare: a row per name, a column per thread count.
+
+    cpu_time=True times with the process's CPU time (time.process_time) instead of the clock on the wall:
+    on a busy machine a call that is preempted waits, but uses no CPU meanwhile. Only for one thread,
+    since the CPU time of several threads adds up."""
     from torch.utils import benchmark
 
+    if cpu_time and threads != 1:
+        raise ValueError(f"cpu_time=True needs threads=1 (the CPU time of {threads} threads adds up), got {threads}")
+    clock = {"timer": time.process_time} if cpu_time else {}
     best = {}
     for _ in range(rounds):
         for name, statement in statements.items():
@@ -42,7 +63,8 @@ def side_by_side(
                 num_threads=threads,
                 label=label,
                 sub_label=name,
-                description=f"{threads} thread(s)",
+                description=f"{threads} thread(s){', CPU time' if cpu_time else ''}",
+                **clock,
             )
             measurement = timer.blocked_autorange(min_run_time=min_run_time)
             if name not in best or measurement.median < best[name].median:
@@ -67,18 +89,21 @@ def scatter_agrees_with_native(elements: int, group_counts, orders=("random", "s
         for order in orders:
             src, index = scatter_inputs(elements, groups, order)
             env = {"torch": torch, "scatter": scatter, "src": src, "index": index, "groups": groups}
-            sums_agree = torch.allclose(
-                eval(OURS["sum"], env), eval(SUM_NATIVES["index_add_"], env), rtol=1e-4, atol=1e-4
+            ours_sum, ours_max = eval(OURS["sum"], env), eval(OURS["max"], env)[0]
+            sums_agree = all(
+                torch.allclose(ours_sum, eval(native, env), rtol=1e-4, atol=1e-4) for native in SUM_NATIVES.values()
             )
-            maxima_agree = torch.equal(eval(OURS["max"], env)[0], eval(MAX_NATIVE, env))
+            maxima_agree = all(torch.equal(ours_max, eval(native, env)) for native in MAX_NATIVES.values())
             if not (sums_agree and maxima_agree):
                 return False
     return True
 
 
-def scatter_rows(elements: int, group_counts, threads: int, orders=("random", "sorted")) -> list[dict]:
+def scatter_rows(
+    elements: int, group_counts, threads: int, orders=("random", "sorted"), cpu_time: bool = False
+) -> list[dict]:
     """Per case and op: ours and the faster native equivalent, their ratio (> 1: ours faster), and
-    scatter_sum's GB/s next to a copy of the same bytes, all timed in one run."""
+    scatter_sum's GB/s next to a copy of the same bytes, all timed in one run (see side_by_side)."""
     import torch
 
     from . import scatter
@@ -103,29 +128,68 @@ def scatter_rows(elements: int, group_counts, threads: int, orders=("random", "s
                 "ours sum": OURS["sum"],
                 **SUM_NATIVES,
                 "ours max": OURS["max"],
-                "scatter_reduce_ amax": MAX_NATIVE,
+                **MAX_NATIVES,
             }
-            seconds = {name: m.median for name, m in side_by_side(statements, env, threads).items()}
-            native_sum = min(seconds[name] for name in SUM_NATIVES)
+            measured = side_by_side(statements, env, threads, cpu_time=cpu_time)
+            seconds = {name: m.median for name, m in measured.items()}
             case = {"groups": groups, "index": order, "copy_gbps": moved / seconds["copy"] / 1e9}
+            native_sum = min(SUM_NATIVES, key=seconds.get)
             rows.append(
                 {
                     **case,
                     "op": "sum",
-                    "ratio": native_sum / seconds["ours sum"],
+                    "native": native_sum,
+                    "ratio": seconds[native_sum] / seconds["ours sum"],
                     "ours_gbps": moved / seconds["ours sum"] / 1e9,
-                    "native_gbps": moved / native_sum / 1e9,
+                    "native_gbps": moved / seconds[native_sum] / 1e9,
                 }
             )
-            rows.append({**case, "op": "max", "ratio": seconds["scatter_reduce_ amax"] / seconds["ours max"]})
+            native_max = min(MAX_NATIVES, key=seconds.get)
+            rows.append({**case, "op": "max", "native": native_max, "ratio": seconds[native_max] / seconds["ours max"]})
     return rows
 
 
 def print_rows(rows: list[dict]) -> None:
-    print(f"{'groups':>7} {'index':6} {'op':3} {'native / ours':>13} {'ours GB/s':>9} {'copy GB/s':>9}")
+    print(
+        f"{'groups':>7} {'index':6} {'op':3} {'native / ours':>13} {'faster native':18} {'ours GB/s':>9} "
+        f"{'copy GB/s':>9}"
+    )
     for row in rows:
         bandwidth = f"{row['ours_gbps']:9.1f} {row['copy_gbps']:9.1f}" if row["op"] == "sum" else ""
-        print(f"{row['groups']:7.0e} {row['index']:6} {row['op']:3} {row['ratio']:12.2f}x {bandwidth}")
+        print(
+            f"{row['groups']:7.0e} {row['index']:6} {row['op']:3} {row['ratio']:12.2f}x {row['native']:18} {bandwidth}"
+        )
+
+
+def describe(measurement) -> str:
+    """What printing a Measurement shows, without its first line (the object's address in memory)."""
+    return repr(measurement).split("\n", 1)[1]
+
+
+def op_counts(function, calls: int = 3) -> dict[str, float]:
+    """{op name: calls per call of `function`} from torch.profiler, in the order the profiler lists them.
+    Kineto, the profiler's engine, writes a timestamped line to stderr as it starts and stops; those
+    are dropped, so that the counts print the same on every run."""
+    import torch
+
+    with _stderr_dropped(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        for _ in range(calls):
+            function()
+    return {event.key: event.count / calls for event in profile.key_averages()}
+
+
+@contextlib.contextmanager
+def _stderr_dropped():
+    """Send what is written to file descriptor 2 (C++ code writes there directly) to /dev/null meanwhile."""
+    sys.stderr.flush()
+    saved, devnull = os.dup(2), os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 2)
+    try:
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 def _case_label(row) -> str:
@@ -206,6 +270,6 @@ def header_costs_image(costs: dict):
     axes.set_yticks(range(len(labels)), labels, fontsize=8)
     axes.invert_yaxis()
     axes.set_xlim(0, max(seconds) * 1.4)
-    axes.set_xlabel("seconds for one cold compile of the same tiny op")
+    axes.set_xlabel("CPU seconds for one cold compile of the same tiny op")
     figure.tight_layout()
     return as_image(figure)
