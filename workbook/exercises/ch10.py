@@ -343,7 +343,7 @@ def check_fake_kernel(fake):
             )
     torch._dynamo.reset()
     compiled = torch.compile(lambda a, b: op(a, b).clamp(max=2.0), fullgraph=True, backend="aot_eager", dynamic=True)
-    for a, b, layout in cases[:2]:
+    for a, b, _layout in cases[:2]:
         expect_close(
             compiled(a, b),
             op(a, b).clamp(max=2.0),
