@@ -72,7 +72,9 @@ def test_a_lock_file_nobody_holds_never_makes_a_build_wait(capsys):
     if build.torch_lock_file_stays():  # torch >= 2.14: the file is not the lock, a flock on it is
         assert said == "" and lock.exists()
     else:  # torch <= 2.13: the file is the lock, and a killed build left it
-        assert said.startswith(f"wb_setup_check: removed {relative_to_repo(lock)}, which a build killed")
+        assert said.startswith(
+            f"wb_setup_check: removed {relative_to_repo(lock)}, left behind by a build that was killed"
+        )
         assert not lock.exists()
 
 

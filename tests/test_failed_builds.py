@@ -79,8 +79,8 @@ def test_a_build_killed_midway_does_not_block_the_next_one(capsys):
         assert said == ""
     else:  # torch <= 2.13: the file was the lock, and nothing holds it now
         assert said == (
-            f"{name}: removed {relative_to_repo(lock)}, which a build killed before it finished had left "
-            "behind (torch would have waited for it forever); building again.\n"
+            f"{name}: removed {relative_to_repo(lock)}, left behind by a build that was killed before it finished "
+            f"(nothing is building {name} now; torch would have waited for the file forever).\n"
         )
         assert not lock.exists()
 

@@ -202,8 +202,8 @@ def _exclusive_build(name: str):
         removed = clear_stale_lock(name)
         if removed is not None:
             print(
-                f"{name}: removed {relative_to_repo(removed)}, which a build killed before it finished had left "
-                "behind (torch would have waited for it forever); building again."
+                f"{name}: removed {relative_to_repo(removed)}, left behind by a build that was killed before it "
+                f"finished (nothing is building {name} now; torch would have waited for the file forever)."
             )
         yield directory
 
@@ -446,7 +446,7 @@ def cuda_build_status() -> tuple[bool, str]:
     if not torch.cuda.is_available() and not cuda_build_requested():
         return False, f"this torch sees no GPU; {BUILD_CUDA_SWITCH}=1 builds the CUDA kernels anyway, to check them"
     if cpp_extension.CUDA_HOME is None:
-        return False, "no CUDA toolkit found (set CUDA_HOME to it)"
+        return False, "no CUDA toolkit found: set CUDA_HOME to it"
     if not torch.cuda.is_available():
         return (
             True,
