@@ -276,9 +276,10 @@ def check_diagnose(diagnose):
             raise
         except Exception as error:
             raise_if_not_attempted(error)
+            reason = (str(error).strip().splitlines() or [""])[0][:100]
             raise Mistake(
-                f"diagnose raised {type(error).__name__} ({error}) on the message {_headline(message)!r}: it must name "
-                "a cause for every message, also for wordings, names and paths it has not seen before"
+                f"diagnose raised {type(error).__name__} ({reason}) on the message {_headline(message)!r}: it must "
+                "name a cause for every message, also for wordings, names and paths it has not seen before"
             ) from None
         if answer not in CAUSES:
             raise Mistake(
