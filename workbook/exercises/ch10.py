@@ -143,7 +143,11 @@ def check_diagnose(diagnose):
                 f"{traceback(f'import {name()}_cpp', f'from {name()} import _C')}ImportError: "
                 f"{pick(['libc10.so', 'libtorch_cpu.so', 'libtorch.so', 'libtorch_python.so', 'libc10_cuda.so'])}: "
                 "cannot open shared object file: No such file or directory"
-            )
+            ),
+            lambda: (
+                f"{traceback(f'ctypes.CDLL({relative_so()!r})')}OSError: {pick(['libc10.so', 'libtorch_cpu.so'])}: "
+                "cannot open shared object file: No such file or directory"
+            ),
         ],
         ("abi mismatch",): [
             lambda: f"{traceback(f'import {name()}_cpp')}ImportError: {so_path()}: undefined symbol: {mangled()}",
@@ -247,7 +251,7 @@ def check_diagnose(diagnose):
             ),
             lambda: (
                 f"RuntimeError: Error building extension '{name()}': [1/2] {(home := cuda_home())}/bin/nvcc -c "
-                f"{op()}.cu -o {op()}.cuda.o\nFAILED: {op()}.cuda.o\n"
+                f"{(kernel := op())}.cu -o {kernel}.cuda.o\nFAILED: {kernel}.cuda.o\n"
                 + pick(
                     [
                         f"/bin/sh: 1: {home}/bin/nvcc: not found",
@@ -264,7 +268,12 @@ def check_diagnose(diagnose):
             ),
         ],
     }
-    drawn = [(make(), accepted) for accepted, templates in makers.items() for make in templates for _ in range(2)]
+    drawn = [
+        (make(), accepted)
+        for accepted, templates in makers.items()
+        for make in templates
+        for _ in range(max(2, -(-4 // len(templates))))  # at least four messages of each cause
+    ]
     order = torch.randperm(len(drawn), generator=generator).tolist()
     drawn = [drawn[i] for i in order]
 
@@ -299,7 +308,11 @@ def check_diagnose(diagnose):
 def _headline(message: str) -> str:
     """The lines of a message that name its errors (and the last traceback frame), for a failure report."""
     lines = [line.strip() for line in message.splitlines() if line.strip()]
-    named = [line for line in lines if _ERROR_LINE.match(line)]
+    named = []
+    for i, line in enumerate(lines):
+        if _ERROR_LINE.match(line):
+            bare = line.endswith(":") and i + 1 < len(lines)  # `RuntimeError: ` with the message on the next line
+            named.append(f"{line} {lines[i + 1]}" if bare else line)
     frames = [line for line in lines if line.startswith("File ")]
     return " … ".join(frames[-1:] + named) if named else lines[0]
 
