@@ -43,7 +43,9 @@ _LOCKS_DIR = BUILD_DIR / "locks"
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
 # A CUDA torch that sees no GPU logs "No CUDA runtime is found, using CUDA_HOME=..." (with a time and a
 # process id) when cpp_extension is imported; `cuda_sources` says what that means for the build instead.
-logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+logging.getLogger("torch.utils.cpp_extension").addFilter(
+    lambda record: not record.getMessage().startswith("No CUDA runtime is found")
+)
 
 BUILD_CUDA_SWITCH = "WORKBOOK_BUILD_CUDA"
 
