@@ -41,19 +41,24 @@ def test_solution_passes(check, grade_id, name):
     assert outcome.status == PASSED, str(outcome)
 
 
+def _function(name, forward, backward):
+    """A torch.autograd.Function called `name` with these forward and backward."""
+    return type(
+        name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)}
+    )
+
+
 # ---- 1.1 GatedUnit: y = x * sigmoid(g) ---------------------------------------------------------------
 
 
-def _gated_unit(backward):
-    class GatedUnit(torch.autograd.Function):
-        @staticmethod
-        def forward(ctx, x, g):
-            gate = torch.sigmoid(g)
-            ctx.save_for_backward(x, gate)
-            return x * gate
+def _gated_forward(ctx, x, g):
+    gate = torch.sigmoid(g)
+    ctx.save_for_backward(x, gate)
+    return x * gate
 
-    GatedUnit.backward = staticmethod(backward)
-    return GatedUnit
+
+def _gated_unit(backward):
+    return _function("GatedUnit", _gated_forward, backward)
 
 
 def _gated_right(ctx, grad_y, compute_x_always=False, compute_g_always=False):
@@ -90,12 +95,7 @@ def test_gated_unit_that_uses_needs_input_grad_passes():
 
 
 def _leaky(forward, backward):
-    class LeakyReLUInplace(torch.autograd.Function):
-        pass
-
-    LeakyReLUInplace.forward = staticmethod(forward)
-    LeakyReLUInplace.backward = staticmethod(backward)
-    return LeakyReLUInplace
+    return _function("LeakyReLUInplace", forward, backward)
 
 
 def _leaky_forward(ctx, x, slope):
@@ -139,12 +139,7 @@ def _leaky_backward_in_place(ctx, grad_y):
 
 
 def _row_max(forward, backward):
-    class RowMax(torch.autograd.Function):
-        pass
-
-    RowMax.forward = staticmethod(forward)
-    RowMax.backward = staticmethod(backward)
-    return RowMax
+    return _function("RowMax", forward, backward)
 
 
 def _max_forward(ctx, x, dim=-1):
@@ -204,12 +199,7 @@ def _max_backward_through_autograd(ctx, grad_values, grad_indices):
 
 
 def _softplus(forward, backward):
-    class SoftplusFn(torch.autograd.Function):
-        pass
-
-    SoftplusFn.forward = staticmethod(forward)
-    SoftplusFn.backward = staticmethod(backward)
-    return SoftplusFn
+    return _function("SoftplusFn", forward, backward)
 
 
 def _softplus_forward(ctx, x):

@@ -37,22 +37,24 @@ WRONG_CPP = r"""
 #include <cmath>
 #include <vector>
 
+// The elementwise gradients over n values laid out one after the other.
+template <typename T>
+void gated_loop(const T* g, const T* pa, const T* pb, T* da, T* db, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const T t = std::tanh(pa[i]);
+    const T s = 1 / (1 + std::exp(-pb[i]));
+    da[i] = g[i] * (1 - t * t) * s;
+    db[i] = g[i] * t * s * (1 - s);
+  }
+}
+
 // 2.1: a loop over raw memory, as if every tensor were contiguous.
 std::vector<at::Tensor> backward_raw_loop(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
   at::Tensor d_a = at::empty(a.sizes(), a.options());
   at::Tensor d_b = at::empty(a.sizes(), a.options());
   AT_DISPATCH_FLOATING_TYPES(a.scalar_type(), "backward_raw_loop", [&] {
-    const scalar_t* g = grad.const_data_ptr<scalar_t>();
-    const scalar_t* pa = a.const_data_ptr<scalar_t>();
-    const scalar_t* pb = b.const_data_ptr<scalar_t>();
-    scalar_t* da = d_a.mutable_data_ptr<scalar_t>();
-    scalar_t* db = d_b.mutable_data_ptr<scalar_t>();
-    for (int64_t i = 0; i < a.numel(); ++i) {
-      const scalar_t t = std::tanh(pa[i]);
-      const scalar_t s = 1 / (1 + std::exp(-pb[i]));
-      da[i] = g[i] * (1 - t * t) * s;
-      db[i] = g[i] * t * s * (1 - s);
-    }
+    gated_loop(grad.const_data_ptr<scalar_t>(), a.const_data_ptr<scalar_t>(), b.const_data_ptr<scalar_t>(),
+               d_a.mutable_data_ptr<scalar_t>(), d_b.mutable_data_ptr<scalar_t>(), a.numel());
   });
   return {d_a, d_b};
 }
@@ -77,17 +79,9 @@ std::vector<at::Tensor> backward_in_place(const at::Tensor& grad, const at::Tens
 std::vector<at::Tensor> backward_reads_float(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
   at::Tensor d_a = at::empty(a.sizes(), a.options());
   at::Tensor d_b = at::empty(a.sizes(), a.options());
-  const float* g = static_cast<const float*>(grad.const_data_ptr());
-  const float* pa = static_cast<const float*>(a.const_data_ptr());
-  const float* pb = static_cast<const float*>(b.const_data_ptr());
-  float* da = static_cast<float*>(d_a.mutable_data_ptr());
-  float* db = static_cast<float*>(d_b.mutable_data_ptr());
-  for (int64_t i = 0; i < a.numel(); ++i) {
-    const float t = std::tanh(pa[i]);
-    const float s = 1 / (1 + std::exp(-pb[i]));
-    da[i] = g[i] * (1 - t * t) * s;
-    db[i] = g[i] * t * s * (1 - s);
-  }
+  gated_loop(static_cast<const float*>(grad.const_data_ptr()), static_cast<const float*>(a.const_data_ptr()),
+             static_cast<const float*>(b.const_data_ptr()), static_cast<float*>(d_a.mutable_data_ptr()),
+             static_cast<float*>(d_b.mutable_data_ptr()), a.numel());
   return {d_a, d_b};
 }
 
