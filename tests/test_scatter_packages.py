@@ -15,8 +15,8 @@ Both libraries are loaded in this process: their namespaces differ. Sizes are sm
 from dataclasses import dataclass
 
 import pytest
-import torch._dynamo.testing
 import torch
+import torch._dynamo.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_scatter import (
@@ -274,7 +274,10 @@ def test_schemas_declare_what_is_written_and_returned(package, op):
 
 @pytest.mark.parametrize("op", OPS)
 def test_accumulate_overload_writes_out_returns_only_fresh_tensors_and_bumps_the_version(package, op):
-    src, index = integer_valued((6, 3), torch.float32, torch.Generator().manual_seed(4)), torch.tensor([0, 2, 2, 0, 3, 0])
+    src, index = (
+        integer_valued((6, 3), torch.float32, torch.Generator().manual_seed(4)),
+        torch.tensor([0, 2, 2, 0, 3, 0]),
+    )
     out = torch.zeros(4, 3)
     before = out._version
     returned = getattr(package.ops, f"scatter_{op}").accumulate(src, index, 0, out)
@@ -559,10 +562,22 @@ def test_torch_scatter_style_dim_size_larger_smaller_and_zero_elements(package, 
 SRC = torch.randn(6, 3)
 INDEX = torch.tensor([0, 2, 2, 0, 3, 0])
 BAD_INPUTS = {
-    "float index": (lambda p, op: p(op, SRC, INDEX.float(), 0), r"index must be an integer tensor \(int64\), got dtype Float"),
-    "int32 index": (lambda p, op: p(op, SRC, INDEX.int(), 0), r"index must be an int64 tensor, got dtype Int \(convert"),
-    "index out of range": (lambda p, op: p(op, SRC, INDEX, 0, dim_size=3), r"index value 3 at position 4 along dim is out of range"),
-    "negative index": (lambda p, op: p(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0), "index contains the negative value -1"),
+    "float index": (
+        lambda p, op: p(op, SRC, INDEX.float(), 0),
+        r"index must be an integer tensor \(int64\), got dtype Float",
+    ),
+    "int32 index": (
+        lambda p, op: p(op, SRC, INDEX.int(), 0),
+        r"index must be an int64 tensor, got dtype Int \(convert",
+    ),
+    "index out of range": (
+        lambda p, op: p(op, SRC, INDEX, 0, dim_size=3),
+        r"index value 3 at position 4 along dim is out of range",
+    ),
+    "negative index": (
+        lambda p, op: p(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0),
+        "index contains the negative value -1",
+    ),
     "negative index with dim_size": (
         lambda p, op: p(op, SRC, torch.tensor([0, -1, 2, 0, 3, 0]), 0, dim_size=4),
         r"index value -1 at position 1 along dim is out of range",
@@ -575,27 +590,57 @@ BAD_INPUTS = {
         lambda p, op: p(op, SRC, torch.tensor([0, 1, 2, 2**40, 0, 0]), 0),
         r"index.max\(\) is 1099511627776, .*pass dim_size.*more than this machine",
     ),
-    "huge dim_size": (lambda p, op: p(op, SRC, INDEX, 0, dim_size=2**62), r"dim_size is 4611686018427387904: the result would have shape"),
+    "huge dim_size": (
+        lambda p, op: p(op, SRC, INDEX, 0, dim_size=2**62),
+        r"dim_size is 4611686018427387904: the result would have shape",
+    ),
     "shape mismatch": (
         lambda p, op: p(op, SRC, torch.tensor([0, 1, 2]), 0),
         r"index of shape \[3\] cannot be broadcast against src of shape \[6, 3\] along dim 0 \(lined up as \[3, 1\]",
     ),
-    "index with more dims": (lambda p, op: p(op, SRC, INDEX.view(6, 1, 1), 0), "index has 3 dimensions but src has only 2"),
+    "index with more dims": (
+        lambda p, op: p(op, SRC, INDEX.view(6, 1, 1), 0),
+        "index has 3 dimensions but src has only 2",
+    ),
     "index on another device": (lambda p, op: p(op, SRC, INDEX.to("meta"), 0), "index is on meta but src is on cpu"),
-    "out on another device": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, device="meta")), "out is on meta but src is on cpu"),
-    "out of wrong shape": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 4)), r"out has shape \[4, 4\] but must have src's shape \[6, 3\] except at dim 0"),
-    "out of wrong dtype": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, dtype=torch.double)), "out has dtype Double but src has dtype Float"),
-    "out with elements sharing memory": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(1, 3).expand(4, 3)), r"out has shape \[4, 3\] and strides \[0, 1\]: some of its elements share"),
+    "out on another device": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, device="meta")),
+        "out is on meta but src is on cpu",
+    ),
+    "out of wrong shape": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 4)),
+        r"out has shape \[4, 4\] but must have src's shape \[6, 3\] except at dim 0",
+    ),
+    "out of wrong dtype": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, dtype=torch.double)),
+        "out has dtype Double but src has dtype Float",
+    ),
+    "out with elements sharing memory": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(1, 3).expand(4, 3)),
+        r"out has shape \[4, 3\] and strides \[0, 1\]: some of its elements share",
+    ),
     "out sharing memory with src": (lambda p, op: _out_is_src(p, op), "out shares memory with src"),
-    "out a leaf that requires grad": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, requires_grad=True)), "out is a leaf Variable that requires grad"),
-    "dim out of range": (lambda p, op: p(op, SRC, INDEX, 2), r"dim must be in \[-2, 2\) for src of shape \[6, 3\], got 2"),
-    "dim_size disagrees with out": (lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3), dim_size=5), r"dim_size is 5 but out.size\(0\) is 4"),
+    "out a leaf that requires grad": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3, requires_grad=True)),
+        "out is a leaf Variable that requires grad",
+    ),
+    "dim out of range": (
+        lambda p, op: p(op, SRC, INDEX, 2),
+        r"dim must be in \[-2, 2\) for src of shape \[6, 3\], got 2",
+    ),
+    "dim_size disagrees with out": (
+        lambda p, op: p(op, SRC, INDEX, 0, out=torch.zeros(4, 3), dim_size=5),
+        r"dim_size is 5 but out.size\(0\) is 4",
+    ),
     "negative dim_size": (lambda p, op: p(op, SRC, INDEX, 0, dim_size=-1), "dim_size must be >= 0, got -1"),
     "0-d src": (lambda p, op: p(op, torch.tensor(1.0), torch.tensor(0), 0), "src must have at least one dimension"),
     "bool src": (lambda p, op: p(op, SRC > 0, INDEX, 0), "src has dtype Bool; supported: uint8"),
     "src is None": (lambda p, op: p(op, None, INDEX), r"src must be a tensor, got None \(an undefined tensor\)"),
     "index is None": (lambda p, op: p(op, SRC, None, 0), r"index must be a tensor, got None \(an undefined tensor\)"),
-    "meta tensors without dim_size": (lambda p, op: p(op, SRC.to("meta"), INDEX.to("meta"), 0), r"dim_size=None reads index.max\(\)"),
+    "meta tensors without dim_size": (
+        lambda p, op: p(op, SRC.to("meta"), INDEX.to("meta"), 0),
+        r"dim_size=None reads index.max\(\)",
+    ),
 }
 
 

@@ -85,7 +85,9 @@ def test_random_floats_broadcast_index_and_last_dim_match_the_cpu_kernel(name):
         assert_equal(got, expected, f"scatter_{name}")  # exact whatever the order
     else:
         torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)  # sums: the rounding order differs
-    got, expected = run_both(name, integer_valued((3, 4, 25), torch.int32, seed=11), torch.randint(0, 5, (3, 4, 25), generator=g))
+    got, expected = run_both(
+        name, integer_valued((3, 4, 25), torch.int32, seed=11), torch.randint(0, 5, (3, 4, 25), generator=g)
+    )
     assert_equal(got, expected, f"scatter_{name} dim=-1")
 
 

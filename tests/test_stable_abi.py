@@ -12,9 +12,8 @@ import pytest
 import torch
 from test_scatter import with_threads
 
-from workbook import cuda_check
+from workbook import cuda_check, stable
 from workbook import scatter as S
-from workbook import stable
 
 CUDA_SOURCE = stable.SOURCE / "cuda" / "scatter_stable_cuda.cu"
 

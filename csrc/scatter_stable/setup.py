@@ -45,12 +45,13 @@ with_cuda = (
 # registrations its static initialisers make.
 target = f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"
 cxx_flags = ["-O3", "-g0", "-fvisibility=hidden", target]
+nvcc_flags = ["-O3", "-Xcompiler", "-fvisibility=hidden", target, "-DUSE_CUDA"]
 Extension = CUDAExtension if with_cuda else CppExtension
 extension = Extension(
     # Loaded with torch.ops.load_library: it registers ops and defines no Python module.
     name="wb_scatter_stable._C",
     sources=CPU_SOURCES + (CUDA_SOURCES if with_cuda else []),
-    extra_compile_args={"cxx": cxx_flags, "nvcc": ["-O3", "-Xcompiler", "-fvisibility=hidden", target, "-DUSE_CUDA"]} if with_cuda else cxx_flags,
+    extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags} if with_cuda else cxx_flags,
     py_limited_api=True,
 )
 

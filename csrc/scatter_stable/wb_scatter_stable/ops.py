@@ -229,9 +229,7 @@ def _register_accumulate_autograd(library, name):
     # a class per op, named after it: out's grad_fn then reads e.g. ScatterSumAccumulateBackward
     class_name = "".join(word.title() for word in name.split("_")) + "Accumulate"
     Accumulate = type(
-        class_name,
-        (torch.autograd.Function,),
-        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+        class_name, (torch.autograd.Function,), {"forward": staticmethod(forward), "backward": staticmethod(backward)}
     )
 
     def autograd_kernel(keyset, src, index, dim, out):
