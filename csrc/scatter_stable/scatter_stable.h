@@ -22,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include "scatter_stable_reduce_rules.h"  // enum Reduce, and the rules every kernel follows
@@ -103,6 +104,22 @@ struct BackendOps {
     return std::get<1>(kernel(src, idx, d, out, std::nullopt, Reduce::Max));
   }
 };
+
+// f(std::integral_constant<Reduce, R>{}) for the reduction r chosen at run time: a backend's kernel templates
+// take R as a template argument, fixed once here instead of in a switch per backend.
+template <typename F>
+void with_reduce(Reduce r, F&& f) {
+  switch (r) {
+    case Reduce::Sum:
+      return f(std::integral_constant<Reduce, Reduce::Sum>{});
+    case Reduce::Mean:
+      return f(std::integral_constant<Reduce, Reduce::Mean>{});
+    case Reduce::Min:
+      return f(std::integral_constant<Reduce, Reduce::Min>{});
+    case Reduce::Max:
+      return f(std::integral_constant<Reduce, Reduce::Max>{});
+  }
+}
 
 // For one backend's STABLE_TORCH_LIBRARY_IMPL block.
 template <ReduceKernel kernel>

@@ -366,21 +366,6 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   if (!in_place) torch::stable::copy_(out, acc);
 }
 
-// run<scalar_t, R> chosen at run time, without a comma, which the dispatch macro would split its argument at.
-template <typename scalar_t>
-void run_reduction(Reduce r, const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs) {
-  switch (r) {
-    case Reduce::Sum:
-      return run<scalar_t, Reduce::Sum>(src_c, index3, g, outs);
-    case Reduce::Mean:
-      return run<scalar_t, Reduce::Mean>(src_c, index3, g, outs);
-    case Reduce::Min:
-      return run<scalar_t, Reduce::Min>(src_c, index3, g, outs);
-    case Reduce::Max:
-      return run<scalar_t, Reduce::Max>(src_c, index3, g, outs);
-  }
-}
-
 std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& index, int64_t dim,
                                               const std::optional<Tensor>& out, std::optional<int64_t> dim_size,
                                               Reduce r) {
@@ -397,7 +382,8 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
   const Tensor index3 = index_in_geometry(index, g);
 
   THO_DISPATCH_V2(
-      src.scalar_type(), "scatter_reduce_cpu", AT_WRAP([&] { run_reduction<scalar_t>(r, src_c, index3, g, outs); }),
+      src.scalar_type(), "scatter_reduce_cpu",
+      AT_WRAP([&] { with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs); }); }),
       AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
   return {outs.out, outs.argindex};
 }

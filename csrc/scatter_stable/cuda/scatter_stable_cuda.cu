@@ -262,21 +262,6 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
   if (!in_place) torch::stable::copy_(out, acc);
 }
 
-template <typename scalar_t>
-void run_reduction(Reduce r, const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs,
-                   int64_t* bad, cudaStream_t stream) {
-  switch (r) {
-    case Reduce::Sum:
-      return run<scalar_t, Reduce::Sum>(src_c, index3, g, outs, bad, stream);
-    case Reduce::Mean:
-      return run<scalar_t, Reduce::Mean>(src_c, index3, g, outs, bad, stream);
-    case Reduce::Min:
-      return run<scalar_t, Reduce::Min>(src_c, index3, g, outs, bad, stream);
-    case Reduce::Max:
-      return run<scalar_t, Reduce::Max>(src_c, index3, g, outs, bad, stream);
-  }
-}
-
 int64_t item(const Tensor& t) {
   int64_t value = 0;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_item_int64(t.get(), &value));
@@ -314,9 +299,12 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
 
   void* stream = nullptr;
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(src.get_device_index(), &stream));
+  const auto current = static_cast<cudaStream_t>(stream);
   THO_DISPATCH_V2(
       src.scalar_type(), "scatter_reduce_cuda",
-      AT_WRAP([&] { run_reduction<scalar_t>(r, src_c, index3, g, outs, bad_ptr, static_cast<cudaStream_t>(stream)); }),
+      AT_WRAP([&] {
+        with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs, bad_ptr, current); });
+      }),
       AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
 
   if (check_index) {
