@@ -219,12 +219,8 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
          cudaStream_t stream) {
   using acc_t = acc_type<scalar_t>;
   Tensor& out = outs.out;
-  // Accumulate in out itself when it is contiguous and of the accumulation type, else in a copy.
-  const bool in_place = std::is_same_v<acc_t, scalar_t> && out.is_contiguous();
-  Tensor acc = in_place ? out
-                        : torch::stable::to(out, torch::headeronly::CppTypeToScalarType<acc_t>::value, std::nullopt,
-                                            std::nullopt, std::nullopt, /*non_blocking=*/false, /*copy=*/true,
-                                            torch::headeronly::MemoryFormat::Contiguous);
+  bool in_place;
+  Tensor acc = accumulation_buffer<acc_t, scalar_t>(out, in_place);
   const scalar_t* src = src_c.const_data_ptr<scalar_t>();
   const int64_t* index = index3.const_data_ptr<int64_t>();
   acc_t* a = acc.mutable_data_ptr<acc_t>();
