@@ -209,7 +209,7 @@ def read_app_output(model, output=None):
     import torch
 
     output = Path(output) if output else Path(model).with_suffix(".out.pt")
-    # torch::pickle_save writes typed lists (a List[Tensor] as build_tensorlist, ...): allow those
+    # torch::jit::pickle_save writes typed lists (a List[Tensor] as build_tensorlist, ...): allow those
     # builders, which only rebuild lists, in torch.load's safe (weights_only) unpickler.
     from torch.jit import _pickle
 
