@@ -218,6 +218,20 @@ def read_app_output(model, output=None):
         return torch.load(output)
 
 
+def run_scripted_in_app(module, inputs):
+    """Save a scripted module into a fresh folder under build/ (removed afterwards), run it in the example
+    program (the usual link variant) on `inputs`; return the program's CompletedProcess and its result, or
+    None for the result when the program failed."""
+    import tempfile
+
+    BUILD_DIR.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="saved-model-", dir=BUILD_DIR) as folder:
+        path = Path(folder) / "model.pt"
+        module.save(str(path))
+        run = run_app(example_app(), path, inputs, check=False)
+        return run, read_app_output(path) if run.returncode == 0 else None
+
+
 def show_source(path, start: str | None = None, stop: str | None = None) -> None:
     """Print a repository file (path relative to the repository), or its lines from the first one
     containing `start` up to (not including) the next one containing `stop`."""

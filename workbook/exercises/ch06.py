@@ -217,11 +217,9 @@ def check_thumbnail(thumbnail_class):
     """`thumbnail_class(size)` is an nn.Module: TorchScript compiles it; its forward(image) warps with
     workbook_cv::warp_perspective and is right for gray and colour images of several sizes and thumbnail sizes;
     saved, it runs in the chapter's C++ program (example_app)."""
-    import tempfile
-
     import torch
 
-    from .. import BUILD_DIR, torchscript
+    from .. import torchscript
 
     generator = torch.Generator().manual_seed(63)
     scripted_by_size = {}
@@ -252,20 +250,13 @@ def check_thumbnail(thumbnail_class):
         )
 
     size, image = _randint(generator, 10, 20), _random_image(generator, 33, 47, 3)
-    scripted = torch.jit.script(thumbnail_class(size))
-    BUILD_DIR.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="check-6.3-", dir=BUILD_DIR) as folder:
-        path = f"{folder}/thumbnail.pt"
-        scripted.save(path)
-        run = torchscript.run_app(torchscript.example_app(), path, (image,), check=False)
-        if run.returncode != 0:
-            raise Mistake(
-                f"the C++ program could not run the saved Thumbnail: {torchscript.error_summary(run.stderr, 2)}"
-            )
-        expect_close(
-            torchscript.read_app_output(path),
-            _thumbnail_reference(image, size),
-            f"the C++ program's Thumbnail({size}) of a {_describe(image)}",
-            rtol=1e-5,
-            atol=1e-5,
-        )
+    run, result = torchscript.run_scripted_in_app(torch.jit.script(thumbnail_class(size)), (image,))
+    if result is None:
+        raise Mistake(f"the C++ program could not run the saved Thumbnail: {torchscript.error_summary(run.stderr, 2)}")
+    expect_close(
+        result,
+        _thumbnail_reference(image, size),
+        f"the C++ program's Thumbnail({size}) of a {_describe(image)}",
+        rtol=1e-5,
+        atol=1e-5,
+    )

@@ -189,11 +189,9 @@ def check_accumulator(accumulator_class):
     """`accumulator_class()` keeps its inputs on self.history (a TensorStack); forward(x) returns the sum of all
     inputs so far, for inputs of any shape and floating dtype; reset() empties the stack and returns how many it
     held; a saved one continues in C++."""
-    import tempfile
-
     import torch
 
-    from .. import BUILD_DIR, torchscript
+    from .. import torchscript
 
     module = accumulator_class()
     history = getattr(module, "history", None)
@@ -233,17 +231,9 @@ def check_accumulator(accumulator_class):
     fresh = torch.jit.script(accumulator_class())
     fresh(a)
     fresh(b)
-    BUILD_DIR.mkdir(exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="check-7.3-", dir=BUILD_DIR) as folder:
-        path = f"{folder}/accumulator.pt"
-        fresh.save(path)
-        run = torchscript.run_app(torchscript.example_app(), path, (c,), check=False)
-        if run.returncode != 0:
-            raise Mistake(
-                f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
-            )
-        expect_close(
-            torchscript.read_app_output(path),
-            a + b + c,
-            "the C++ program's call on an Accumulator saved after two calls (a + b, then c)",
+    run, result = torchscript.run_scripted_in_app(fresh, (c,))
+    if result is None:
+        raise Mistake(
+            f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
         )
+    expect_close(result, a + b + c, "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")
