@@ -19,12 +19,16 @@ from workbook.exercises import ch11
 
 
 @triton.jit
-def gated_tanh_solution(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    inside = offsets < n
+def _gated_tanh_of(a_ptr, b_ptr, out_ptr, offsets, inside):
     a = tl.load(a_ptr + offsets, mask=inside)
     b = tl.load(b_ptr + offsets, mask=inside)
     tl.store(out_ptr + offsets, (2 * tl.sigmoid(2 * a) - 1) * tl.sigmoid(b), mask=inside)
+
+
+@triton.jit
+def gated_tanh_solution(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    _gated_tanh_of(a_ptr, b_ptr, out_ptr, offsets, offsets < n)
 
 
 @triton.jit
@@ -36,27 +40,19 @@ def gated_tanh_stub(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
 @triton.jit
 def gated_tanh_without_mask(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    a = tl.load(a_ptr + offsets)
-    b = tl.load(b_ptr + offsets)
-    tl.store(out_ptr + offsets, (2 * tl.sigmoid(2 * a) - 1) * tl.sigmoid(b))
+    _gated_tanh_of(a_ptr, b_ptr, out_ptr, offsets, None)
 
 
 @triton.jit
 def gated_tanh_size_of_the_example(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    inside = offsets < 1000  # the size the exercise mentions
-    a = tl.load(a_ptr + offsets, mask=inside)
-    b = tl.load(b_ptr + offsets, mask=inside)
-    tl.store(out_ptr + offsets, (2 * tl.sigmoid(2 * a) - 1) * tl.sigmoid(b), mask=inside)
+    _gated_tanh_of(a_ptr, b_ptr, out_ptr, offsets, offsets < 1000)  # the size the exercise mentions
 
 
 @triton.jit
 def gated_tanh_first_block_only(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offsets = tl.arange(0, BLOCK)  # every program works on the first block
-    inside = offsets < n
-    a = tl.load(a_ptr + offsets, mask=inside)
-    b = tl.load(b_ptr + offsets, mask=inside)
-    tl.store(out_ptr + offsets, (2 * tl.sigmoid(2 * a) - 1) * tl.sigmoid(b), mask=inside)
+    _gated_tanh_of(a_ptr, b_ptr, out_ptr, offsets, offsets < n)
 
 
 @triton.jit
@@ -98,17 +94,23 @@ def test_gated_tanh_stub_is_not_attempted():
 
 
 @triton.jit
-def logsumexp_solution(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
-    row = x_ptr + tl.program_id(0) * row_stride
+def _two_passes(row, columns, BLOCK: tl.constexpr, OUTSIDE: tl.constexpr):
+    # The maximum, then the sum of exp(x - maximum); lanes past the row's end load OUTSIDE.
     largest = -float("inf")
     for start in range(0, columns, BLOCK):
         col = start + tl.arange(0, BLOCK)
-        largest = tl.maximum(largest, tl.max(tl.load(row + col, mask=col < columns, other=-float("inf")), axis=0))
+        largest = tl.maximum(largest, tl.max(tl.load(row + col, mask=col < columns, other=OUTSIDE), axis=0))
     total = 0.0
     for start in range(0, columns, BLOCK):
         col = start + tl.arange(0, BLOCK)
-        total += tl.sum(tl.exp(tl.load(row + col, mask=col < columns, other=-float("inf")) - largest), axis=0)
-    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
+        total += tl.sum(tl.exp(tl.load(row + col, mask=col < columns, other=OUTSIDE) - largest), axis=0)
+    return largest + tl.log(total)
+
+
+@triton.jit
+def logsumexp_solution(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * row_stride
+    tl.store(out_ptr + tl.program_id(0), _two_passes(row, columns, BLOCK, -float("inf")))
 
 
 @triton.jit
@@ -153,29 +155,13 @@ def logsumexp_one_block(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr
 @triton.jit
 def logsumexp_contiguous_rows(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
     row = x_ptr + tl.program_id(0) * columns  # row_stride ignored
-    largest = -float("inf")
-    for start in range(0, columns, BLOCK):
-        col = start + tl.arange(0, BLOCK)
-        largest = tl.maximum(largest, tl.max(tl.load(row + col, mask=col < columns, other=-float("inf")), axis=0))
-    total = 0.0
-    for start in range(0, columns, BLOCK):
-        col = start + tl.arange(0, BLOCK)
-        total += tl.sum(tl.exp(tl.load(row + col, mask=col < columns, other=-float("inf")) - largest), axis=0)
-    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
+    tl.store(out_ptr + tl.program_id(0), _two_passes(row, columns, BLOCK, -float("inf")))
 
 
 @triton.jit
 def logsumexp_masked_as_zero(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
     row = x_ptr + tl.program_id(0) * row_stride
-    largest = -float("inf")
-    for start in range(0, columns, BLOCK):
-        col = start + tl.arange(0, BLOCK)
-        largest = tl.maximum(largest, tl.max(tl.load(row + col, mask=col < columns, other=0.0), axis=0))
-    total = 0.0
-    for start in range(0, columns, BLOCK):
-        col = start + tl.arange(0, BLOCK)
-        total += tl.sum(tl.exp(tl.load(row + col, mask=col < columns, other=0.0) - largest), axis=0)
-    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
+    tl.store(out_ptr + tl.program_id(0), _two_passes(row, columns, BLOCK, 0.0))  # lanes past the end count as 0
 
 
 class LogsumexpInTorch:
