@@ -289,9 +289,9 @@ def check_softmax_op(fake, setup_context, backward):
         (got,) = torch.autograd.grad(op(x), x, grad_y)
         (expected,) = torch.autograd.grad(torch.softmax(x, dim=1), x, grad_y)
         expect_close(got, expected, f"the gradient of x (shape {tuple(x.shape)})")
-    # opcheck once, on the transposed input (its tests trace the op as torch.compile would: seconds each).
+    # opcheck once, on the transposed input; the trace through AOTAutograd is _check_compiles's job.
     transposed = samples[2].detach().requires_grad_()
-    tests = ("test_schema", "test_faketensor", "test_autograd_registration", "test_aot_dispatch_dynamic")
+    tests = ("test_schema", "test_faketensor", "test_autograd_registration")
     results = torch.library.opcheck(op, (transposed,), test_utils=tests, raise_exception=False)
     for test, result in results.items():
         if result != "SUCCESS":
