@@ -24,7 +24,7 @@ def _require_kernel(kernel, name: str) -> None:
             f"{name} should be a @triton.jit kernel (the check launches it as {name}[grid](...)), got "
             f"{type(kernel).__name__}: write it with triton.language (tl.load, tl.store) under @triton.jit"
         )
-    if NOT_ATTEMPTED in inspect.getsource(kernel.fn):
+    if "raise NotImplementedError" in inspect.getsource(kernel.fn):  # the stub: a kernel cannot raise
         raise NotImplementedError(NOT_ATTEMPTED)
 
 
