@@ -95,8 +95,11 @@ def test_speedup_passes_on_the_solution():
     assert ch09.check_speedup(speedup_solution).passed
 
 
-def test_speedup_passes_on_a_busy_machine(busy_machine):
-    assert ch09.check_speedup(speedup_solution).passed
+def test_speedup_check_gives_timer_its_real_clock_back():
+    real_clock = benchmark.Timer._timeit
+    ch09.check_speedup(speedup_solution)
+    ch09.check_speedup(stub)
+    assert benchmark.Timer._timeit is real_clock
 
 
 def test_speedup_stub_is_not_attempted():
@@ -212,11 +215,15 @@ def test_group_means_passes_on_the_solution():
 
 @pytest.mark.parametrize(
     "right",
-    [group_means_scatter_reduce, group_means_weighted_bincount, group_means_unique, group_means_sparse],
+    [group_means_scatter_reduce, group_means_weighted_bincount, group_means_sparse],
     ids=lambda right: right.__name__,
 )
-def test_group_means_passes_on_other_right_answers_on_a_busy_machine(right, busy_machine):
+def test_group_means_passes_on_other_right_answers(right):
     assert ch09.check_group_means(right).passed
+
+
+def test_group_means_passes_on_the_slowest_right_answer_on_a_busy_machine(busy_machine):
+    assert ch09.check_group_means(group_means_unique).passed
 
 
 def test_group_means_stub_is_not_attempted():

@@ -15,7 +15,7 @@ def test_side_by_side_times_in_turn_and_keeps_each_statements_best_round():
     order = []
     env = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
     best = performance.side_by_side(
-        {"first": "a()", "second": "b()"}, env, threads=2, rounds=3, min_run_time=0.001, label="demo"
+        {"first": "a()", "second": "b()"}, env, threads=2, rounds=3, min_run_time=1e-5, label="demo"
     )
     stretches = [name for position, name in enumerate(order) if position == 0 or order[position - 1] != name]
     assert stretches == ["a", "b"] * 3
@@ -98,10 +98,10 @@ def test_a_described_measurement_has_no_address():
 
 def test_side_by_side_in_cpu_time_leaves_waiting_out():
     env = {"time": time}
-    best = performance.side_by_side(
-        {"sleeps": "time.sleep(0.005)"}, env, threads=1, rounds=1, min_run_time=0.02, cpu_time=True
+    best = performance.side_by_side(  # a short min_run_time: in CPU time a block of sleeps fills it slowly
+        {"sleeps": "time.sleep(0.001)"}, env, threads=1, rounds=1, min_run_time=1e-4, cpu_time=True
     )
-    assert best["sleeps"].median < 0.002, "a call that sleeps 5 ms uses almost no CPU"
+    assert best["sleeps"].median < 0.00025, "a call that sleeps 1 ms uses almost no CPU"
     assert "CPU time" in best["sleeps"].task_spec.description
     with pytest.raises(ValueError, match="cpu_time=True needs threads=1"):
         performance.side_by_side({"sleeps": "time.sleep(0)"}, env, threads=2, cpu_time=True)

@@ -167,12 +167,14 @@ def describe(measurement) -> str:
 
 
 def op_counts(function, calls: int = 3) -> dict[str, float]:
-    """{op name: calls per call of `function`} from torch.profiler, in the order the profiler lists them.
-    Kineto, the profiler's engine, writes a timestamped line to stderr as it starts and stops; those
-    are dropped, so that the counts print the same on every run."""
+    """{op name: calls per call of `function`} from the profiler, in the order the profiler lists them.
+    torch.autograd.profiler.profile records the same CPU events as torch.profiler.profile, but does not
+    import torch._inductor when it starts (torch.profiler does, seconds on a first use). Kineto, the
+    profiler's engine, writes a timestamped line to stderr as it starts and stops; those are dropped, so
+    that the counts print the same on every run."""
     import torch
 
-    with _stderr_dropped(), torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+    with _stderr_dropped(), torch.autograd.profiler.profile() as profile:
         for _ in range(calls):
             function()
     return {event.key: event.count / calls for event in profile.key_averages()}
