@@ -288,7 +288,7 @@ def check_group_means(group_means):
         raise Mistake(
             f"correct, but too slow: for {len(values):,} values in {num_groups:,} groups your group_means took "
             f"{yours * 1e3:.2f} ms, {ratio:,.0f} times the reference solution's {reference * 1e3:.3f} ms (the "
-            f"best of {rounds} rounds, timed side by side in CPU time); at most {SPEED_LIMIT} times is allowed. A "
+            f"best of {rounds} round{'s' if rounds > 1 else ''}, timed side by side in CPU time); at most {SPEED_LIMIT} times is allowed. A "
             f"loop over the groups (in TorchScript, or through map), or a [groups, values] mask, does far more "
             f"work than one scatter: let one call add every value to its group (index_add_, scatter_add_, or "
             f"bincount with weights) and one count every group's members"
