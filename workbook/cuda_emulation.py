@@ -8,8 +8,9 @@ A `.cu` source is rewritten and compiled as plain C++: every launch `k<<<grid, b
 becomes `wb_emulation::launch(...)`, which calls the kernel for each (block, thread) in turn; the CUDA
 key of its registrations becomes the CPU key, `.is_cuda()` checks become `.is_cpu()`, and the stand-in
 headers of csrc/cuda_emulation/include (streams, guards, atomics) come before torch's. This finds wrong
-index arithmetic, grid sizes, tie rules and results; races cannot happen when threads run one after
-another, so it cannot find them (csrc/cuda_emulation/README.md).
+index arithmetic, grid sizes, tie rules and results, and refuses a launch that is not on the current stream
+or whose launch check is missing; races cannot happen when threads run one after another, so it cannot find
+them (csrc/cuda_emulation/README.md).
 """
 
 from __future__ import annotations
@@ -82,6 +83,35 @@ def load_topic(topic: str, sources, **kwargs):
 
 _loaded_sources: set[str] = set()
 
+# Appended to a source built by load_source: `<namespace>.emulated_launches(like)` returns the launches made
+# since the last call, flattened as [grid, block, checked, ...], and forgets them (see `launches`).
+_LAUNCH_LOG_OP = r"""
+#include <torch/library.h>
+#include <vector>
+TORCH_LIBRARY_FRAGMENT(NAMESPACE, m) {
+  m.def("emulated_launches(Tensor like) -> int[]", [](const at::Tensor&) {
+    std::vector<int64_t> flat;
+    for (const auto& launch : ::wb_emulation::launches()) {
+      flat.insert(flat.end(), {launch.grid, launch.block, launch.checked ? 1 : 0});
+    }
+    ::wb_emulation::launches().clear();
+    return flat;
+  });
+}
+"""
+
+
+def launches(ops) -> list[tuple[int, int, bool]]:
+    """The (grid, block, checked) of each launch a load_source build made since the last call, oldest first.
+
+    `checked`: C10_CUDA_KERNEL_LAUNCH_CHECK() ran after the launch. A launch off the current stream never
+    gets here: the emulated launch raises instead.
+    """
+    import torch
+
+    flat = ops.emulated_launches(torch.empty(0))
+    return [(flat[i], flat[i + 1], bool(flat[i + 2])) for i in range(0, len(flat), 3)]
+
 
 def source_namespace(stem: str, source: str) -> str:
     """`<stem>_<hash of source>`: one namespace per version of a source (a namespace registers once)."""
@@ -98,7 +128,9 @@ def load_source(stem: str, source: str):
 
     namespace = source_namespace(stem, source)
     if namespace not in _loaded_sources:
-        text = for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
+        text = for_the_cpu(source.replace("NAMESPACE", namespace), namespace) + _LAUNCH_LOG_OP.replace(
+            "NAMESPACE", namespace
+        )
         path = build.write_if_changed(EMULATION_SOURCES / stem / f"{namespace}.cpp", text)
         build.load(namespace, [str(path)], is_python_module=False, **_FLAGS)
         _loaded_sources.add(namespace)
