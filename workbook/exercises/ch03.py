@@ -362,7 +362,7 @@ def _grade_max(scatter_max) -> None:
     called = _reducing_ops_called(scatter_max, (src, index, 50))
     if called:
         raise Mistake(
-            f"your op calls {', '.join(called)}, which does the reduction for you: exercise 3.2 is the loop "
+            f"your op calls {', '.join(called)}: torch does the reduction for you there, and exercise 3.2 is the loop "
             "itself (one pass over src, updating values[index[j]] and argindex[index[j]])"
         )
 

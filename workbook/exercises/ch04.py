@@ -264,7 +264,8 @@ def check_app_cmake(app_cmake):
     ]
     if not finds:
         raise Mistake(
-            "find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES and the flags torch needs"
+            "find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES, whose torch target brings "
+            "torch's headers and libraries"
         )
     standard = _cxx_standard(commands)
     if standard is None or standard < 20:
