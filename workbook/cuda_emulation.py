@@ -118,6 +118,10 @@ def source_namespace(stem: str, source: str) -> str:
     return f"{stem}_{hashlib.sha256(source.encode()).hexdigest()[:10]}"
 
 
+def _emulated_text(source: str, namespace: str) -> str:
+    return for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
+
+
 def load_source(stem: str, source: str):
     """Build a CUDA source whose registrations name NAMESPACE for the emulation; return torch.ops.<namespace>.
 
@@ -128,10 +132,41 @@ def load_source(stem: str, source: str):
 
     namespace = source_namespace(stem, source)
     if namespace not in _loaded_sources:
-        text = for_the_cpu(source.replace("NAMESPACE", namespace), namespace) + _LAUNCH_LOG_OP.replace(
-            "NAMESPACE", namespace
-        )
+        text = _emulated_text(source, namespace) + _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)
         path = build.write_if_changed(EMULATION_SOURCES / stem / f"{namespace}.cpp", text)
         build.load(namespace, [str(path)], is_python_module=False, **_FLAGS)
         _loaded_sources.add(namespace)
     return getattr(torch.ops, namespace)
+
+
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
+
+
+def load_sources(stem: str, sources) -> list:
+    """Build several such sources in one library (one compile of torch's headers instead of one per
+    source) and return their `torch.ops.<namespace>` objects; `load_source` then finds each one loaded.
+
+    Each source keeps the namespace `load_source` gives it; its code goes into a C++ namespace of its own
+    (its #include lines, gathered, come first), so that functions of the same name in two versions do not
+    collide.
+    """
+    import torch
+
+    sources = list(dict.fromkeys(sources))
+    namespaces = [source_namespace(stem, source) for source in sources]
+    missing = [(s, n) for s, n in zip(sources, namespaces) if n not in _loaded_sources]
+    if missing:
+        includes, bodies = [], []
+        for number, (source, namespace) in enumerate(missing):
+            text = _emulated_text(source, namespace)
+            includes += [line.strip() for line in _INCLUDE.findall(text)]
+            body = _INCLUDE.sub("", text)
+            bodies.append(f"namespace wb_version_{number} {{\n{body}\n}}  // namespace wb_version_{number}\n")
+            bodies.append(_INCLUDE.sub("", _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)))
+        includes += [line.strip() for line in _INCLUDE.findall(_LAUNCH_LOG_OP)]
+        text = "\n".join(dict.fromkeys(includes)) + "\n\n" + "\n".join(bodies)
+        name = source_namespace(f"{stem}_set", text)
+        path = build.write_if_changed(EMULATION_SOURCES / stem / f"{name}.cpp", text)
+        build.load(name, [str(path)], is_python_module=False, **_FLAGS)
+        _loaded_sources.update(namespace for _, namespace in missing)
+    return [getattr(torch.ops, namespace) for namespace in namespaces]
