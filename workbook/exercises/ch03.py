@@ -18,10 +18,7 @@ Every check draws its inputs when it runs, from seeded generators, at sizes beyo
 
 from __future__ import annotations
 
-import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -301,19 +298,25 @@ def _speed_ratio(op, generator) -> tuple[float, int, int]:
 
 
 # A C++ answer may read or write out of bounds, so exercise 3.2 is graded in a child process: whatever the
-# answer does cannot harm the process that runs the check (a notebook's kernel). The child prints what it
+# answer does cannot harm the process that runs the check (a notebook's kernel). The child reports what it
 # is about to do before each call (so a crash names its case) and, last, the outcome.
-_CHILD = "from workbook.exercises import ch03; ch03._grade_max_in_child()"
+#
+# The children are forked from multiprocessing's fork server, which imports torch and the workbook once:
+# each check still gets a process of its own (a crash or a stray write stays in it), without paying for
+# starting Python and importing torch again (seconds of CPU each time).
+_FORK_SERVER_PRELOAD = ["torch", "workbook.scatter", "workbook.exercises.ch03"]
+_report = None  # in the child: the connection its records go to
 
 
 def _progress(what: str) -> None:
-    print(json.dumps({"doing": what}), flush=True)
+    _report.send({"doing": what})
 
 
-def _grade_max_in_child() -> None:
+def _grade_max_in_child(report, library: str, namespace: str, name: str) -> None:
+    global _report
     import torch
 
-    library, namespace, name = sys.argv[1:4]
+    _report = report
     torch.ops.load_library(library)
     try:
         _grade_max(getattr(getattr(torch.ops, namespace), name))
@@ -322,7 +325,38 @@ def _grade_max_in_child() -> None:
         outcome = {"status": "not attempted"}
     except Mistake as mistake:
         outcome = {"status": "failed", "explanation": str(mistake)}
-    print(json.dumps(outcome), flush=True)
+    except Exception as error:  # the parent names it; the child ends with status 1
+        report.send({"error": f"{type(error).__name__}: {error}"})
+        raise
+    report.send(outcome)
+
+
+def _run_in_child(library: str, namespace: str, name: str, timeout: float = 600) -> tuple[list, int | None]:
+    """Grade the op in a child forked from the fork server; return its records and its exit code (None
+    when it was still running after `timeout` seconds, and killed)."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_FORK_SERVER_PRELOAD)
+    receiving, sending = context.Pipe(duplex=False)
+    child = context.Process(target=_grade_max_in_child, args=(sending, library, namespace, name), daemon=True)
+    child.start()
+    sending.close()  # the child holds the other copy: the pipe ends when the child does
+    records = []
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if not receiving.poll(max(deadline - time.monotonic(), 0)):
+                break
+            records.append(receiving.recv())
+        except EOFError:
+            break
+    child.join(max(deadline - time.monotonic(), 0) + 1)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        return records, None
+    return records, child.exitcode
 
 
 def _grade_max(scatter_max) -> None:
@@ -388,19 +422,16 @@ def check_scatter_max(scatter_max):
             f"cannot find the library file that registered torch.ops.{namespace}: build the op with "
             "scatter.load_inline_ops, as the cell does"
         )
-    command = [sys.executable, "-c", _CHILD, library, namespace, name]
-    try:
-        child = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    except subprocess.TimeoutExpired:
-        raise Mistake("your op did not finish the check's cases within 10 minutes (an endless loop?)") from None
-    records = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("{")]
+    records, exitcode = _run_in_child(library, namespace, name)
+    if exitcode is None:
+        raise Mistake("your op did not finish the check's cases within 10 minutes (an endless loop?)")
     outcome = records[-1] if records and "status" in records[-1] else None
     if outcome is None:
         doing = next((r["doing"] for r in reversed(records) if "doing" in r), "loading your library")
         how = (
-            f"was killed by {signal.Signals(-child.returncode).name}"
-            if child.returncode < 0
-            else f"exited with status {child.returncode}: {(child.stderr.strip().splitlines() or [''])[-1][:200]}"
+            f"was killed by {signal.Signals(-exitcode).name}"
+            if exitcode < 0
+            else f"exited with status {exitcode}: {next((r['error'] for r in records if 'error' in r), '')[:200]}"
         )
         raise Mistake(
             f"{doing}: your op crashed the process (it {how}; the check runs your op in a child process). It "
