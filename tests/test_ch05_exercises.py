@@ -3,8 +3,9 @@ of plausible wrong and cheating answers (WRONG_ANSWERS), each with a message tha
 interleaving model itself behaves as documented.
 
 5.1's wrong answers are variants of the solution's CUDA source, run through the real check in the CPU
-emulation. nvcc's compile check is left out for them (they all compile; each would cost nvcc about a minute,
-and tests/test_cuda_emulated.py runs the check with nvcc on the solution).
+emulation; the ones the check builds are built together, as one library (build_variants_together). nvcc's
+compile check is left out for them (they all compile; each would cost nvcc about a minute, and
+tests/test_cuda_emulated.py runs the check with nvcc on the solution).
 """
 
 import contextlib
