@@ -191,53 +191,7 @@ def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
     assert torch.autograd.gradcheck(function, (src,))
 
 
-# ---- exercise 5.1: the solution's kernel, and the classic mistakes, emulated ---------------------
-
-
-def emulated_exercise(source: str):
-    """Build the exercise's CUDA source for the CPU emulation, as check 5.1 does; returns its torch.ops namespace."""
-    from workbook.exercises import ch05
-
-    return cuda_emulation.load_source(ch05.EMULATION_STEM, source)
-
-
-def run_exercise_cases(ops):
-    from workbook.checking import Mistake, expect_close
-    from workbook.exercises import ch05
-
-    try:
-        for description, total, count, dim in ch05._cases("cpu"):
-            expect_close(
-                ops.divide_by_count(total, count, dim),
-                ch05.reference_divide_by_count(total, count, dim),
-                f"the result for {description}",
-            )
-    except (Mistake, RuntimeError) as error:
-        return str(error)
-    return None
-
-
-def test_emulated_exercise_solution_passes_the_checks_cases():
-    assert run_exercise_cases(emulated_exercise(divide_by_count_solution())) is None
-
-
-@pytest.mark.parametrize(
-    "mistake, replacement, says",
-    [
-        ("counts[(e / inner) % groups]", "counts[e % groups]", "is wrong at index"),
-        (
-            "c > 1 ? sums[e] / static_cast<scalar_t>(c) : sums[e]",
-            "sums[e] / static_cast<scalar_t>(c)",
-            "is wrong at index",
-        ),
-        ("(n + threads - 1) / threads", "n / threads", "invalid configuration argument"),  # n = 7: zero blocks
-    ],
-)
-def test_emulated_exercise_mistakes_are_caught_by_the_checks_cases(mistake, replacement, says):
-    source = divide_by_count_solution()
-    assert mistake in source
-    explanation = run_exercise_cases(emulated_exercise(source.replace(mistake, replacement)))
-    assert explanation is not None and says in explanation, explanation
+# ---- exercise 5.1 (its wrong answers: tests/test_ch05_exercises.py) ------------------------------
 
 
 def test_check_5_1_passes_the_solution_through_the_emulation_where_there_is_no_gpu():

@@ -8,8 +8,9 @@ A `.cu` source is rewritten and compiled as plain C++: every launch `k<<<grid, b
 becomes `wb_emulation::launch(...)`, which calls the kernel for each (block, thread) in turn; the CUDA
 key of its registrations becomes the CPU key, `.is_cuda()` checks become `.is_cpu()`, and the stand-in
 headers of csrc/cuda_emulation/include (streams, guards, atomics) come before torch's. This finds wrong
-index arithmetic, grid sizes, tie rules and results; races cannot happen when threads run one after
-another, so it cannot find them (csrc/cuda_emulation/README.md).
+index arithmetic, grid sizes, tie rules and results, and refuses a launch that is not on the current stream
+or whose launch check is missing; races cannot happen when threads run one after another, so it cannot find
+them (csrc/cuda_emulation/README.md).
 """
 
 from __future__ import annotations
@@ -82,10 +83,43 @@ def load_topic(topic: str, sources, **kwargs):
 
 _loaded_sources: set[str] = set()
 
+# Appended to a source built by load_source: `<namespace>.emulated_launches(like)` returns the launches made
+# since the last call, flattened as [grid, block, checked, ...], and forgets them (see `launches`).
+_LAUNCH_LOG_OP = r"""
+#include <torch/library.h>
+#include <vector>
+TORCH_LIBRARY_FRAGMENT(NAMESPACE, m) {
+  m.def("emulated_launches(Tensor like) -> int[]", [](const at::Tensor&) {
+    std::vector<int64_t> flat;
+    for (const auto& launch : ::wb_emulation::launches()) {
+      flat.insert(flat.end(), {launch.grid, launch.block, launch.checked ? 1 : 0});
+    }
+    ::wb_emulation::launches().clear();
+    return flat;
+  });
+}
+"""
+
+
+def launches(ops) -> list[tuple[int, int, bool]]:
+    """The (grid, block, checked) of each launch a load_source build made since the last call, oldest first.
+
+    `checked`: C10_CUDA_KERNEL_LAUNCH_CHECK() ran after the launch. A launch off the current stream never
+    gets here: the emulated launch raises instead.
+    """
+    import torch
+
+    flat = ops.emulated_launches(torch.empty(0))
+    return [(flat[i], flat[i + 1], bool(flat[i + 2])) for i in range(0, len(flat), 3)]
+
 
 def source_namespace(stem: str, source: str) -> str:
     """`<stem>_<hash of source>`: one namespace per version of a source (a namespace registers once)."""
     return f"{stem}_{hashlib.sha256(source.encode()).hexdigest()[:10]}"
+
+
+def _emulated_text(source: str, namespace: str) -> str:
+    return for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
 
 
 def load_source(stem: str, source: str):
@@ -98,8 +132,41 @@ def load_source(stem: str, source: str):
 
     namespace = source_namespace(stem, source)
     if namespace not in _loaded_sources:
-        text = for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
+        text = _emulated_text(source, namespace) + _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)
         path = build.write_if_changed(EMULATION_SOURCES / stem / f"{namespace}.cpp", text)
         build.load(namespace, [str(path)], is_python_module=False, **_FLAGS)
         _loaded_sources.add(namespace)
     return getattr(torch.ops, namespace)
+
+
+_INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
+
+
+def load_sources(stem: str, sources) -> list:
+    """Build several such sources in one library (one compile of torch's headers instead of one per
+    source) and return their `torch.ops.<namespace>` objects; `load_source` then finds each one loaded.
+
+    Each source keeps the namespace `load_source` gives it; its code goes into a C++ namespace of its own
+    (its #include lines, gathered, come first), so that functions of the same name in two versions do not
+    collide.
+    """
+    import torch
+
+    sources = list(dict.fromkeys(sources))
+    namespaces = [source_namespace(stem, source) for source in sources]
+    missing = [(s, n) for s, n in zip(sources, namespaces) if n not in _loaded_sources]
+    if missing:
+        includes, bodies = [], []
+        for number, (source, namespace) in enumerate(missing):
+            text = _emulated_text(source, namespace)
+            includes += [line.strip() for line in _INCLUDE.findall(text)]
+            body = _INCLUDE.sub("", text)
+            bodies.append(f"namespace wb_version_{number} {{\n{body}\n}}  // namespace wb_version_{number}\n")
+            bodies.append(_INCLUDE.sub("", _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)))
+        includes += [line.strip() for line in _INCLUDE.findall(_LAUNCH_LOG_OP)]
+        text = "\n".join(dict.fromkeys(includes)) + "\n\n" + "\n".join(bodies)
+        name = source_namespace(f"{stem}_set", text)
+        path = build.write_if_changed(EMULATION_SOURCES / stem / f"{name}.cpp", text)
+        build.load(name, [str(path)], is_python_module=False, **_FLAGS)
+        _loaded_sources.update(namespace for _, namespace in missing)
+    return [getattr(torch.ops, namespace) for namespace in namespaces]

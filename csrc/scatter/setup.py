@@ -3,9 +3,9 @@
     pip install --no-build-isolation ./csrc/scatter         # into the current environment
     pip wheel --no-build-isolation --no-deps -w dist ./csrc/scatter
 
-torch's BuildExtension adds torch's include folders, the C++ standard torch needs, the
-_GLIBCXX_USE_CXX11_ABI value torch was built with, and compiles with ninja (in parallel, and only
-what changed). CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit
+torch's BuildExtension adds torch's include folders and the C++ standard torch needs (-std=c++20),
+leaves the C++ ABI to the compiler's default (torch 2.13 passes no _GLIBCXX_USE_CXX11_ABI flag), and
+compiles with ninja (in parallel, and only what changed). CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit
 is found; set WB_SCATTER_CPU_ONLY=1 to leave them out.
 """
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+from pathlib import Path
 
 from ..checking import Mistake, exercise
 
@@ -61,14 +62,36 @@ def first_error(text: str) -> str:
     return text.strip().splitlines()[-1][:300] if text.strip() else ""
 
 
+# Variables through which a learner's shell could hand g++ or the loader torch's folders: the check
+# removes them, so the command must say everything itself (another user's shell has none of them).
+_SEARCH_PATH_VARIABLES = ("LD_LIBRARY_PATH", "LIBRARY_PATH", "CPATH", "CPLUS_INCLUDE_PATH", "C_INCLUDE_PATH")
+
+
+def _clean_environment() -> dict:
+    env = {key: value for key, value in os.environ.items() if key not in _SEARCH_PATH_VARIABLES}
+    env["LC_ALL"] = "C"
+    return env
+
+
 @exercise("4.1 a plain g++ build against libtorch")
 def check_gxx_command(gxx_command):
+    import shutil
+    import tempfile
+
     from .. import BUILD_DIR
 
-    source = program_source()
-    output = BUILD_DIR / "ch04" / "device_name"
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.unlink(missing_ok=True)
+    # A fresh folder each time, not the path the notebook shows: the command must use its arguments.
+    (BUILD_DIR / "ch04").mkdir(parents=True, exist_ok=True)
+    folder = Path(tempfile.mkdtemp(prefix="check_", dir=BUILD_DIR / "ch04"))
+    try:
+        source = folder / "device_name.cpp"
+        source.write_text(program_source().read_text())
+        _check_gxx_command(gxx_command, source, folder / "device_name")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _check_gxx_command(gxx_command, source, output):
     command = gxx_command(str(source), str(output))
     if not isinstance(command, (list, tuple)) or not all(isinstance(word, str) for word in command):
         raise Mistake(
@@ -93,7 +116,7 @@ def check_gxx_command(gxx_command):
     if str(source) not in command or str(output) not in command:
         raise Mistake("the command must compile `source` and write the program to `output` (-o output)")
 
-    env = dict(os.environ, LC_ALL="C")
+    env = _clean_environment()
     result = subprocess.run(command, capture_output=True, text=True, env=env)
     log = result.stdout + result.stderr
     if result.returncode != 0:
@@ -107,11 +130,14 @@ def check_gxx_command(gxx_command):
         else:
             hint = "g++ failed"
         raise Mistake(f"{hint}. g++ said: {error}")
+    if not output.exists():
+        raise Mistake(f"the command ran but wrote no program at `output`; g++ said: {first_error(log) or 'nothing'}")
     run = subprocess.run([str(output)], capture_output=True, text=True, env=env)
     if run.returncode != 0:
         if "error while loading shared libraries" in run.stderr:
             raise Mistake(
-                "the program builds but cannot find libc10.so when it runs: add a run path, "
+                "the program builds but cannot find libc10.so when it runs (the check runs it with "
+                "LD_LIBRARY_PATH unset, as another user's shell would): add a run path, "
                 "-Wl,-rpath,<torch's lib folder>, so that the loader looks there"
             )
         raise Mistake(f"the program failed (exit {run.returncode}): {run.stderr.strip()[:300]}")
@@ -170,12 +196,32 @@ def check_lltm_extension(lltm_extension):
     if len(sources) != len(LLTM_SOURCES):
         extra = [s for s in sources if s not in LLTM_SOURCES]
         raise Mistake(f"only the three C++ files belong in a CPU build; remove {extra}")
+    compile_args = _compile_args(extension)
     wanted = [flag for flag in lltm.cpu_flags() if not flag.startswith("-O")]
-    missing = [flag for flag in wanted if flag not in _compile_args(extension)]
+    missing = [flag for flag in wanted if flag not in compile_args]
     if missing:
         raise Mistake(
             f"the compile arguments lack {' '.join(missing)}: without lltm.cpu_flags()'s SIMD flags the "
             "at::vec::Vectorized loops compile to scalar code"
+        )
+    if "-fopenmp" not in compile_args:
+        raise Mistake(
+            "the compile arguments lack -fopenmp: cpu/lltm_cpu.cpp splits its rows with at::parallel_for, "
+            "which runs everything on one thread unless the file is compiled with OpenMP (chapter 03); "
+            "lltm.EXTRA_CFLAGS is what the JIT build passes"
+        )
+    if "-fopenmp" not in list(extension.extra_link_args or []):
+        raise Mistake(
+            "the link arguments lack -fopenmp (extra_link_args=['-fopenmp']): OpenMP code needs its "
+            "runtime library, libgomp, linked in, as the JIT build does with extra_ldflags"
+        )
+    names = [w.split("=", 1)[1] for w in compile_args if w.startswith("-DTORCH_EXTENSION_NAME=")]
+    names += [str(value) for key, value in (extension.define_macros or []) if key == "TORCH_EXTENSION_NAME"]
+    if any(name != "_C" for name in names):
+        raise Mistake(
+            f"TORCH_EXTENSION_NAME is set to {names[0]!r}: BuildExtension sets it to '_C' from the extension's "
+            "name, and PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) must define PyInit__C for `import wb_lltm._C`; "
+            "leave it to BuildExtension"
         )
 
 
@@ -218,7 +264,8 @@ def check_app_cmake(app_cmake):
     ]
     if not finds:
         raise Mistake(
-            "find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES and the flags torch needs"
+            "find libtorch first: find_package(Torch REQUIRED) defines TORCH_LIBRARIES, whose torch target brings "
+            "torch's headers and libraries"
         )
     standard = _cxx_standard(commands)
     if standard is None or standard < 20:
@@ -251,14 +298,117 @@ def check_app_cmake(app_cmake):
         raise Mistake("link libtorch: ${TORCH_LIBRARIES} is missing from target_link_libraries(scatter_app ...)")
     if "wb_scatter" not in words:
         raise Mistake("link the op library: wb_scatter is missing from target_link_libraries(scatter_app ...)")
-    position = words.index("wb_scatter")
-    switches = [w for w in words[:position] if w in ("-Wl,--no-as-needed", "-Wl,--as-needed")]
-    if switches[-1:] != ["-Wl,--no-as-needed"]:
-        raise Mistake(
-            "the program names no function of wb_scatter (it finds the ops by name in the dispatcher), "
-            "so a linker with --as-needed drops the library and the ops are never registered: "
-            "put -Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)"
-        )
     first_link = next(i for i, (name, args) in enumerate(commands) if name == "target_link_libraries")
     if finds[0] > first_link:
         raise Mistake("find_package(Torch REQUIRED) must come before the commands that use TORCH_LIBRARIES")
+    _check_generated_build(_configure_app(text))
+
+
+# What the check configures: the learner's CMakeLists.txt in a folder `app` next to a `scatter` that is
+# csrc/scatter, and this program (never compiled: the check reads the commands CMake generates for it).
+APP_SOURCE = r"""// scatter_app: calls an op of libwb_scatter.so, found by name in the dispatcher.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+
+#include <iostream>
+
+int main() {
+  auto scatter_sum = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("wb_scatter::scatter_sum", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, int64_t, std::optional<int64_t>)>();
+  std::cout << scatter_sum.call(at::ones({4}), at::tensor({0, 1, 0, 1}, at::kLong), 0, std::nullopt) << "\n";
+}
+"""
+
+
+def _configure_app(text: str):
+    """Configure the learner's CMake project with CMake (a few seconds; reused while nothing changed) and
+    return the build folder holding CMake's build.ninja."""
+    import hashlib
+    import shutil
+
+    import torch.utils
+
+    from .. import BUILD_DIR, CSRC_DIR, build
+    from ..checking import Skip
+
+    if shutil.which("cmake") is None or build.ensure_ninja_on_path() is None:
+        raise Skip("this check configures your project with CMake and Ninja; install them (python -m workbook.doctor)")
+    key = hashlib.sha256(
+        "\0".join([text, (CSRC_DIR / "scatter" / "CMakeLists.txt").read_text(), torch.utils.cmake_prefix_path]).encode()
+    ).hexdigest()[:16]
+    folder = BUILD_DIR / "ch04" / "app_check" / key
+    app, build_dir = folder / "app", folder / "app" / "build"
+    if (build_dir / "build.ninja").exists():
+        return build_dir
+    app.mkdir(parents=True, exist_ok=True)
+    if not (folder / "scatter").exists():
+        (folder / "scatter").symlink_to(CSRC_DIR / "scatter", target_is_directory=True)
+    (app / "CMakeLists.txt").write_text(text)
+    (app / "app.cpp").write_text(APP_SOURCE)
+    command = build.cmake_configure_command(app, build_dir)
+    result = subprocess.run(command, capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"))
+    if result.returncode != 0:
+        shutil.rmtree(build_dir, ignore_errors=True)  # a failed configure leaves a half-made folder
+        lines = (result.stdout + result.stderr).replace(str(folder) + os.sep, "").splitlines()
+        start = next((i for i, line in enumerate(lines) if "CMake Error" in line), max(len(lines) - 6, 0))
+        message = " ".join(line.strip() for line in lines[start : start + 6] if line.strip())
+        raise Mistake(f"CMake could not configure your project: {message[:500]}")
+    return build_dir
+
+
+def _ninja_variables(text: str, header: str) -> dict:
+    """The variables of the build statement of build.ninja that starts with `header`."""
+    lines = text.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    variables = {}
+    if start is None:
+        return variables
+    for line in lines[start + 1 :]:
+        if not line.startswith("  ") or "=" not in line:
+            break
+        name, value = line.strip().split("=", 1)
+        variables[name.strip()] = value.strip()
+    return variables
+
+
+def _check_generated_build(build_dir) -> None:
+    """Read the commands CMake generated for scatter_app: the C++ standard it is compiled with, and
+    whether libwb_scatter.so is on its link line with --as-needed switched off."""
+    import shlex
+
+    text = (build_dir / "build.ninja").read_text()
+    compile_step = _ninja_variables(text, "build CMakeFiles/scatter_app.dir/app.cpp.o:")
+    flags = compile_step.get("FLAGS", "")
+    standard = re.search(r"-std=(?:c|gnu)\+\+(\w+)", flags)
+    if standard is None or standard.group(1) not in ("20", "2a", "23", "2b", "26", "2c"):
+        raise Mistake(
+            f"CMake compiles app.cpp with {standard.group(0) if standard else 'no -std flag (the compiler default, C++17 for g++ 12)'}, "
+            "not C++20: a target takes the C++ standard that CMAKE_CXX_STANDARD holds when it is created, so "
+            "set(CMAKE_CXX_STANDARD 20) must come before add_executable(scatter_app ...) (or use "
+            "target_compile_features(scatter_app PRIVATE cxx_std_20)). find_package(Torch) does not pass it on"
+        )
+    link_step = _ninja_variables(text, "build scatter_app:")
+    words = shlex.split(" ".join(link_step.get(v, "") for v in ("FLAGS", "LINK_FLAGS", "LINK_LIBRARIES")))
+    as_needed, states, torch_linked = True, [], False  # Debian's and Ubuntu's gcc pass --as-needed first
+    for word in words:
+        parts = word[4:].split(",") if word.startswith("-Wl,") else [word]
+        for part in parts:
+            if part == "--no-as-needed":
+                as_needed = False
+            elif part == "--as-needed":
+                as_needed = True
+            elif part.endswith("libwb_scatter.so") or part == "-lwb_scatter":
+                states.append(as_needed)
+            torch_linked |= part.endswith(("libtorch.so", "libtorch_cpu.so"))
+    if not torch_linked:
+        raise Mistake("scatter_app's link line has no libtorch: link ${TORCH_LIBRARIES}")
+    if not states:
+        raise Mistake("scatter_app's link line has no libwb_scatter.so: link the target wb_scatter")
+    if all(states):
+        raise Mistake(
+            "scatter_app links libwb_scatter.so while --as-needed is in force (gcc on Debian and Ubuntu passes it "
+            "by default): the program names no function of wb_scatter (it finds the ops by name in the "
+            "dispatcher), so the linker drops the library and the ops are never registered. Put "
+            "-Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)"
+        )

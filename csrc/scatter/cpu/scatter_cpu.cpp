@@ -270,10 +270,10 @@ void reduce_by_columns(const scalar_t* src, const int64_t* index, const Geometry
 }
 
 // Threading strategy 2: for each row o, the n elements are split into one slice per thread. (Splitting
-// the features instead would make the threads write into neighbouring cache lines of the same output
-// rows at the same time, which costs more than it saves.) Slice 0 reduces straight into the output,
-// the others into private [m, inner] buffers, merged afterwards in slice order, so that the first
-// position still wins a tie.
+// the features instead would make the threads write the same output rows at the same time: a row of a
+// few features is one cache line, which the cores would pass back and forth on every write.) Slice 0
+// reduces straight into the output, the others into private [m, inner] buffers, merged afterwards in
+// slice order, so that the first position still wins a tie.
 template <typename scalar_t, typename acc_t, Reduce R>
 void reduce_by_slices(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
                       bool fresh, int64_t slices) {

@@ -1,4 +1,5 @@
-// CPU-emulation stand-in for c10/cuda/CUDAStream.h (see csrc/cuda_emulation/README.md).
+// CPU-emulation stand-in for c10/cuda/CUDAStream.h (see csrc/cuda_emulation/README.md). The current
+// stream is a marker address, so an emulated launch can tell it from the default stream (0) or another.
 #pragma once
 #include <c10/core/Device.h>
 
@@ -6,9 +7,18 @@ using cudaStream_t = void*;
 
 namespace c10::cuda {
 struct CUDAStream {
-  operator cudaStream_t() const { return nullptr; }
+  cudaStream_t handle = nullptr;
+  cudaStream_t stream() const { return handle; }
+  operator cudaStream_t() const { return handle; }
 };
 inline CUDAStream getCurrentCUDAStream(c10::DeviceIndex = -1) {
-  return {};
+  return {wb_emulation::current_stream()};
+}
+inline CUDAStream getDefaultCUDAStream(c10::DeviceIndex = -1) {
+  return {nullptr};
+}
+inline CUDAStream getStreamFromPool(bool = false, c10::DeviceIndex = -1) {
+  static char pool_stream;
+  return {&pool_stream};
 }
 }  // namespace c10::cuda
