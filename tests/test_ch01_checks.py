@@ -87,6 +87,65 @@ def _gated_in_place(ctx, grad_y):
     return grad_x, grad_g
 
 
+def _gated_forward_saving_autograds_derivatives(ctx, x, g):  # autograd's derivatives, computed in forward
+    with torch.enable_grad():
+        x_, g_ = x.detach().requires_grad_(), g.detach().requires_grad_()
+        d_x, d_g = torch.autograd.grad((x_ * torch.sigmoid(g_)).sum(), (x_, g_))
+    ctx.save_for_backward(d_x, d_g)
+    return x * torch.sigmoid(g)
+
+
+def _gated_from_saved_derivatives(ctx, grad_y):
+    d_x, d_g = ctx.saved_tensors
+    return grad_y * d_x if ctx.needs_input_grad[0] else None, grad_y * d_g if ctx.needs_input_grad[1] else None
+
+
+def _gated_forward_mode(ctx, grad_y):  # elementwise, so a jvp with tangent grad_y is the vjp
+    x, gate = ctx.saved_tensors
+    g = torch.logit(gate)
+    grad_x = torch.func.jvp(lambda t: t * gate, (x,), (grad_y,))[1] if ctx.needs_input_grad[0] else None
+    grad_g = torch.func.jvp(lambda t: x * torch.sigmoid(t), (g,), (grad_y,))[1] if ctx.needs_input_grad[1] else None
+    return grad_x, grad_g
+
+
+def _gated_in_float32(ctx, grad_y):
+    x, gate = ctx.saved_tensors
+    grad_y, x, gate = grad_y.float(), x.float(), gate.float()
+    grad_x = grad_y * gate if ctx.needs_input_grad[0] else None
+    grad_g = grad_y * x * gate * (1 - gate) if ctx.needs_input_grad[1] else None
+    return grad_x, grad_g
+
+
+class _GatedWithVjp(torch.autograd.Function):  # right: vjp is the documented other name of backward
+    @staticmethod
+    def forward(ctx, x, g):
+        return _gated_forward(ctx, x, g)
+
+    @staticmethod
+    def vjp(ctx, grad_y):
+        return _gated_right(ctx, grad_y)
+
+
+class _GatedWithSetupContext(torch.autograd.Function):  # right: the setup_context style
+    @staticmethod
+    def forward(x, g):
+        return x * torch.sigmoid(g)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        x, g = inputs
+        ctx.save_for_backward(x, torch.sigmoid(g))
+
+    @staticmethod
+    def backward(ctx, grad_y):
+        return _gated_right(ctx, grad_y)
+
+
+@pytest.mark.parametrize("function", [_GatedWithVjp, _GatedWithSetupContext], ids=["vjp", "setup_context"])
+def test_gated_unit_written_another_right_way_passes(function):
+    assert ch01.check_gated_unit(function).status == PASSED
+
+
 def test_gated_unit_that_uses_needs_input_grad_passes():
     assert ch01.check_gated_unit(_gated_unit(_gated_right)).status == PASSED
 
@@ -133,6 +192,26 @@ def _leaky_backward_in_place(ctx, grad_y):
     (y,) = ctx.saved_tensors
     grad_y[y <= 0] *= ctx.slope
     return grad_y, None
+
+
+def _leaky_forward_saving_autograds_derivative(ctx, x, slope):
+    with torch.enable_grad():
+        x_ = x.detach().clone().requires_grad_()
+        (derivative,) = torch.autograd.grad(F.leaky_relu(x_, slope).sum(), x_)
+    x.copy_(F.leaky_relu(x, slope))
+    ctx.mark_dirty(x)
+    ctx.save_for_backward(derivative)
+    return x
+
+
+def _leaky_backward_from_saved_derivative(ctx, grad_y):
+    (derivative,) = ctx.saved_tensors
+    return grad_y * derivative, None
+
+
+def _leaky_backward_by_aten(ctx, grad_y):  # PyTorch's own backward of leaky_relu
+    (y,) = ctx.saved_tensors
+    return torch.ops.aten.leaky_relu_backward(grad_y, y, ctx.slope, True), None
 
 
 # ---- 1.3 RowMax ---------------------------------------------------------------------------------------
@@ -193,6 +272,27 @@ def _max_backward_through_autograd(ctx, grad_values, grad_indices):
     with torch.enable_grad():
         x_ = x.detach().requires_grad_()
         return torch.autograd.grad(x_.max(dim=-1).values, x_, grad_values)
+
+
+def _max_forward_saving_autograds_gradient(ctx, x):
+    with torch.enable_grad():
+        x_ = x.detach().requires_grad_()
+        values, indices = x_.max(dim=-1)
+        (one_hot,) = torch.autograd.grad(values.sum(), x_)
+    ctx.mark_non_differentiable(indices)
+    ctx.save_for_backward(one_hot)
+    return values.detach(), indices
+
+
+def _max_backward_from_saved_gradient(ctx, grad_values, grad_indices):
+    (one_hot,) = ctx.saved_tensors
+    return one_hot * grad_values.unsqueeze(-1)
+
+
+def _max_backward_default_dtype(ctx, grad_values, grad_indices):  # torch.zeros: float32, whatever x is
+    x, indices = ctx.saved_tensors
+    grad_x = torch.zeros(x.shape)
+    return grad_x.scatter_(-1, indices.unsqueeze(-1), grad_values.unsqueeze(-1).to(grad_x.dtype))
 
 
 # ---- 1.4 SoftplusFn -----------------------------------------------------------------------------------
@@ -256,6 +356,16 @@ def _softplus_backward_through_autograd(ctx, grad_y):
     return grad
 
 
+def _softplus_backward_forward_mode(ctx, grad_y):  # elementwise: a jvp with tangent grad_y is the vjp
+    (x,) = ctx.saved_tensors
+    return torch.func.jvp(F.softplus, (x,), (grad_y,))[1]
+
+
+def _softplus_backward_by_aten(ctx, grad_y):  # PyTorch's own backward of softplus
+    (x,) = ctx.saved_tensors
+    return torch.ops.aten.softplus_backward(grad_y, x, 1, 20)
+
+
 WRONG_ANSWERS = [
     WrongAnswer(
         "1.1",
@@ -293,6 +403,29 @@ WRONG_ANSWERS = [
         ("incoming gradient in place",),
     ),
     WrongAnswer(
+        "1.1",
+        "concept skipped",
+        "forward asks torch.autograd.grad for the derivatives and saves them",
+        lambda: ch01.check_gated_unit(
+            _function("GatedUnit", _gated_forward_saving_autograds_derivatives, _gated_from_saved_derivatives)
+        ),
+        ("calls autograd", "in forward or backward"),
+    ),
+    WrongAnswer(
+        "1.1",
+        "concept skipped",
+        "backward made of forward-mode torch.func.jvp",
+        lambda: ch01.check_gated_unit(_gated_unit(_gated_forward_mode)),
+        ("calls autograd",),
+    ),
+    WrongAnswer(
+        "1.1",
+        "wrong math",
+        "gradients computed in float32 for float64 inputs",
+        lambda: ch01.check_gated_unit(_gated_unit(_gated_in_float32)),
+        ("dtype torch.float32", "dtype torch.float64"),
+    ),
+    WrongAnswer(
         "1.2",
         "concept skipped",
         "out of place: F.leaky_relu returns a new tensor",
@@ -319,6 +452,22 @@ WRONG_ANSWERS = [
         "backward scales the incoming gradient in place",
         lambda: ch01.check_leaky_relu_(_leaky(_leaky_forward, _leaky_backward_in_place)),
         ("incoming gradient in place",),
+    ),
+    WrongAnswer(
+        "1.2",
+        "concept skipped",
+        "forward asks torch.autograd.grad for the derivative and saves it",
+        lambda: ch01.check_leaky_relu_(
+            _leaky(_leaky_forward_saving_autograds_derivative, _leaky_backward_from_saved_derivative)
+        ),
+        ("calls autograd",),
+    ),
+    WrongAnswer(
+        "1.2",
+        "concept skipped",
+        "backward calls torch.ops.aten.leaky_relu_backward",
+        lambda: ch01.check_leaky_relu_(_leaky(_leaky_forward, _leaky_backward_by_aten)),
+        ("leaky_relu_backward", "PyTorch's own backward"),
     ),
     WrongAnswer(
         "1.3",
@@ -361,6 +510,20 @@ WRONG_ANSWERS = [
         "backward asks torch.autograd.grad of x.max",
         lambda: ch01.check_row_max(_row_max(_max_forward, _max_backward_through_autograd)),
         ("calls autograd",),
+    ),
+    WrongAnswer(
+        "1.3",
+        "concept skipped",
+        "forward asks torch.autograd.grad for the gradient of max and saves it",
+        lambda: ch01.check_row_max(_row_max(_max_forward_saving_autograds_gradient, _max_backward_from_saved_gradient)),
+        ("calls autograd",),
+    ),
+    WrongAnswer(
+        "1.3",
+        "wrong math",
+        "the gradient made with torch.zeros(shape), float32 for float64 inputs",
+        lambda: ch01.check_row_max(_row_max(_max_forward, _max_backward_default_dtype)),
+        ("dtype torch.float32", "torch.zeros(..., dtype=x.dtype)"),
     ),
     WrongAnswer(
         "1.4",
@@ -411,6 +574,20 @@ WRONG_ANSWERS = [
         lambda: ch01.check_softplus(_softplus(_softplus_forward, _softplus_backward_through_autograd)),
         ("calls autograd",),
     ),
+    WrongAnswer(
+        "1.4",
+        "concept skipped",
+        "backward made of forward-mode torch.func.jvp of F.softplus",
+        lambda: ch01.check_softplus(_softplus(_softplus_forward, _softplus_backward_forward_mode)),
+        ("calls autograd",),
+    ),
+    WrongAnswer(
+        "1.4",
+        "concept skipped",
+        "backward calls torch.ops.aten.softplus_backward",
+        lambda: ch01.check_softplus(_softplus(_softplus_forward, _softplus_backward_by_aten)),
+        ("softplus_backward", "PyTorch's own backward"),
+    ),
 ]
 
 
@@ -430,6 +607,10 @@ def test_checks_report_stubs_as_not_attempted():
 
 
 def test_checks_restore_autograd():
-    original = torch.autograd._engine_run_backward
+    import torch._functorch.predispatch as predispatch
+
+    original, make_dual = torch.autograd._engine_run_backward, predispatch._make_dual
     ch01.check_gated_unit(_gated_unit(_gated_through_autograd))
+    ch01.check_softplus(_softplus(_softplus_forward, _softplus_backward_forward_mode))
     assert torch.autograd._engine_run_backward is original
+    assert predispatch._make_dual is make_dual

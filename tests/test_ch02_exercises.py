@@ -11,10 +11,11 @@ import types
 import pytest
 import torch
 import wrong_answers
+from torch.autograd.function import once_differentiable
 from wrong_answers import WrongAnswer
 
 from workbook import scatter
-from workbook.checking import NOT_ATTEMPTED, PASSED
+from workbook.checking import FAILED, NOT_ATTEMPTED, PASSED
 from workbook.exercises import ch02
 
 
@@ -85,6 +86,14 @@ std::vector<at::Tensor> backward_reads_float(const at::Tensor& grad, const at::T
   return {d_a, d_b};
 }
 
+// 2.1: autograd does the work: a and b made to require grad, the forward run, backward() asked for d_a, d_b.
+std::vector<at::Tensor> backward_by_autograd(const at::Tensor& grad, const at::Tensor& a, const at::Tensor& b) {
+  at::Tensor a_leaf = a.detach().requires_grad_(true);
+  at::Tensor b_leaf = b.detach().requires_grad_(true);
+  (at::tanh(a_leaf) * at::sigmoid(b_leaf)).backward(grad);
+  return {a_leaf.grad(), b_leaf.grad()};
+}
+
 // 2.2: right, except that it accepts the CPU only.
 void validate_cpu_only(const at::Tensor& a, const at::Tensor& b) {
   TORCH_CHECK(a.is_floating_point(), "gated_tanh: a must be a floating-point tensor, got ", a.scalar_type());
@@ -126,16 +135,55 @@ void validate_one_message(const at::Tensor& a, const at::Tensor& b) {
               "gated_tanh: a and b must be floating-point tensors of the same dtype, device and shape");
 }
 
+// 2.2: one check for everything, whose message prints every value but does not say which property is wrong.
+void validate_one_message_with_values(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.is_floating_point() && b.scalar_type() == a.scalar_type() && b.device() == a.device() &&
+                  b.sizes() == a.sizes(),
+              "gated_tanh: a and b must be floating-point tensors with the same shape, dtype and device; got a: ",
+              a.sizes(), " ", a.scalar_type(), " on ", a.device(), ", b: ", b.sizes(), " ", b.scalar_type(), " on ",
+              b.device());
+}
+
+// 2.2: right, except that the floating-point message names no argument ("a" is the article).
+void validate_no_argument_named(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.is_floating_point(), "gated_tanh: expected a floating-point tensor, got ", a.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gated_tanh: b must have the dtype of a, got ", b.scalar_type());
+  TORCH_CHECK(b.device() == a.device(), "gated_tanh: b must be on the device of a, got ", b.device());
+  TORCH_CHECK(b.sizes() == a.sizes(), "gated_tanh: b must have the shape of a ", a.sizes(), ", got ", b.sizes());
+}
+
+// 2.2: the device compared by its type only (cuda:0 and cuda:1 pass), as one GPU cannot show.
+void validate_device_type_only(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.is_floating_point(), "gated_tanh: a must be a floating-point tensor, got ", a.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gated_tanh: b must have the dtype of a, got ", b.scalar_type());
+  TORCH_CHECK(b.device().type() == a.device().type(), "gated_tanh: b must be on the device of a, got ", b.device());
+  TORCH_CHECK(b.sizes() == a.sizes(), "gated_tanh: b must have the shape of a ", a.sizes(), ", got ", b.sizes());
+}
+
+// 2.2: the shape compared by the number of elements, of dimensions and the last size.
+void validate_numel_and_last_size(const at::Tensor& a, const at::Tensor& b) {
+  TORCH_CHECK(a.is_floating_point(), "gated_tanh: a must be a floating-point tensor, got ", a.scalar_type());
+  TORCH_CHECK(b.scalar_type() == a.scalar_type(), "gated_tanh: b must have the dtype of a, got ", b.scalar_type());
+  TORCH_CHECK(b.device() == a.device(), "gated_tanh: b must be on the device of a, got ", b.device());
+  TORCH_CHECK(b.numel() == a.numel() && b.dim() == a.dim() && (a.dim() == 0 || b.size(-1) == a.size(-1)),
+              "gated_tanh: b must have the shape of a ", a.sizes(), ", got ", b.sizes());
+}
+
 TORCH_LIBRARY(NAMESPACE, m) {
   m.def("backward_raw_loop(Tensor grad, Tensor a, Tensor b) -> Tensor[]", &backward_raw_loop);
   m.def("backward_exp_formula(Tensor grad, Tensor a, Tensor b) -> Tensor[]", &backward_exp_formula);
   m.def("backward_in_place(Tensor grad, Tensor a, Tensor b) -> Tensor[]", &backward_in_place);
   m.def("backward_reads_float(Tensor grad, Tensor a, Tensor b) -> Tensor[]", &backward_reads_float);
+  m.def("backward_by_autograd(Tensor grad, Tensor a, Tensor b) -> Tensor[]", &backward_by_autograd);
   m.def("validate_cpu_only(Tensor a, Tensor b) -> ()", &validate_cpu_only);
   m.def("validate_float_or_double(Tensor a, Tensor b) -> ()", &validate_float_or_double);
   m.def("validate_rows_only(Tensor a, Tensor b) -> ()", &validate_rows_only);
   m.def("validate_not_long(Tensor a, Tensor b) -> ()", &validate_not_long);
   m.def("validate_one_message(Tensor a, Tensor b) -> ()", &validate_one_message);
+  m.def("validate_one_message_with_values(Tensor a, Tensor b) -> ()", &validate_one_message_with_values);
+  m.def("validate_no_argument_named(Tensor a, Tensor b) -> ()", &validate_no_argument_named);
+  m.def("validate_device_type_only(Tensor a, Tensor b) -> ()", &validate_device_type_only);
+  m.def("validate_numel_and_last_size(Tensor a, Tensor b) -> ()", &validate_numel_and_last_size);
 }
 """
 
@@ -221,6 +269,13 @@ WRONG_ANSWERS = [
         ("d_a", "float64", "is wrong at index"),
     ),
     WrongAnswer(
+        "2.1",
+        "concept skipped",
+        "autograd does the work: backward() of the forward on leaves made of a and b",
+        lambda: ch02.check_gated_tanh_backward(_op("backward_by_autograd")),
+        ("builds an autograd graph", "with ATen calls"),
+    ),
+    WrongAnswer(
         "2.2",
         "shown sizes only",
         "accepts CPU tensors only",
@@ -253,7 +308,35 @@ WRONG_ANSWERS = [
         "wrong math",
         "one TORCH_CHECK for everything, whose message cannot say what is wrong",
         lambda: ch02.check_gated_inputs(_op("validate_one_message")),
-        ("the message is the same",),
+        ("only the shape is wrong", "a TORCH_CHECK of its own"),
+    ),
+    WrongAnswer(
+        "2.2",
+        "wrong math",
+        "one TORCH_CHECK for everything, its message printing every value",
+        lambda: ch02.check_gated_inputs(_op("validate_one_message_with_values")),
+        ("only the shape is wrong", "also speaks of the dtype"),
+    ),
+    WrongAnswer(
+        "2.2",
+        "wrong math",
+        "the floating-point message names no argument (only the article a)",
+        lambda: ch02.check_gated_inputs(_op("validate_no_argument_named")),
+        ("does not name the argument", "a floating-point tensor"),
+    ),
+    WrongAnswer(
+        "2.2",
+        "shown sizes only",
+        "the device compared by its type only, right on one GPU",
+        lambda: ch02.check_gated_inputs(_op("validate_device_type_only")),
+        ("cuda:1", "accepted it"),
+    ),
+    WrongAnswer(
+        "2.2",
+        "wrong math",
+        "the shape compared by its number of elements, dimensions and last size",
+        lambda: ch02.check_gated_inputs(_op("validate_numel_and_last_size")),
+        ("(3, 2, 4)", "accepted it"),
     ),
     WrongAnswer(
         "2.3",
@@ -299,6 +382,35 @@ def test_gated_function_check_passes_on_a_right_function_and_restores_the_extens
     original = extension.gated_tanh_backward
     assert ch02.check_gated_function(_gated_function(extension), extension).status == PASSED
     assert extension.gated_tanh_backward is original
+
+
+def test_gated_function_check_passes_when_the_functions_are_called_under_other_names():
+    """A right answer may bind the C++ functions to names of its own first; the check still counts the calls."""
+    extension = _stand_in_extension()
+    forward_kernel, backward_kernel = extension.gated_tanh_forward, extension.gated_tanh_backward
+
+    class GatedTanh(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            ctx.save_for_backward(a, b)
+            return forward_kernel(a, b)
+
+        @staticmethod
+        @once_differentiable
+        def backward(ctx, grad):
+            return tuple(backward_kernel(grad, *ctx.saved_tensors))
+
+    assert ch02.check_gated_function(GatedTanh, extension).status == PASSED
+    assert extension.gated_tanh_forward is forward_kernel
+    assert GatedTanh.forward.__closure__[0].cell_contents is forward_kernel
+
+    def python_backward(grad, a, b):  # the same, with the backward in Python: the count still sees it
+        t, s = torch.tanh(a), torch.sigmoid(b)
+        return [grad * (1 - t * t) * s, grad * t * s * (1 - s)]
+
+    backward_kernel = python_backward
+    outcome = ch02.check_gated_function(GatedTanh, extension)
+    assert outcome.status == FAILED and "gated_tanh_backward" in outcome.explanation
 
 
 def test_gated_function_check_reports_stubs_as_not_attempted():

@@ -249,6 +249,20 @@ def backward_from_output(ctx, grad):
     return grad * weight.unsqueeze(1), (grad * output / weight.unsqueeze(1)).sum(dim=1)
 
 
+def save_as_attributes(ctx, inputs, output):  # no save_for_backward: an in-place change goes unnoticed
+    ctx.x, ctx.weight = inputs
+
+
+def backward_from_attributes(ctx, grad):
+    return grad * ctx.weight.unsqueeze(1), (grad * ctx.x).sum(dim=1)
+
+
+def backward_in_float32(ctx, grad):  # float64 gradients rounded to float32 (autograd casts them back)
+    x, weight = ctx.saved_tensors
+    grad = grad.float()
+    return grad * weight.float().unsqueeze(1), (grad * x.float()).sum(dim=1)
+
+
 def test_autograd_passes_on_the_solution():
     assert ch10.check_scale_rows_autograd(save_both, backward_solution).passed
 
@@ -424,6 +438,20 @@ WRONG_ANSWERS = [
         lambda: ch10.check_scale_rows_autograd(save_output, backward_from_output),
         ("the gradient of weight", "is wrong at index"),
     ),
+    WrongAnswer(
+        "10.3",
+        "wrong math",
+        "x and weight kept as ctx attributes, unchecked for in-place changes",
+        lambda: ch10.check_scale_rows_autograd(save_as_attributes, backward_from_attributes),
+        ("changed in place between forward and backward", "ctx.save_for_backward(x, weight)"),
+    ),
+    WrongAnswer(
+        "10.3",
+        "wrong math",
+        "gradients computed in float32 for float64 inputs",
+        lambda: ch10.check_scale_rows_autograd(save_both, backward_in_float32),
+        ("torch.float32 for a torch.float64 x",),
+    ),
 ]
 
 
@@ -436,14 +464,24 @@ def test_wrong_answer_is_rejected(wrong):
 
 
 def test_child_errors_are_sanitised_and_summarised():
-    result = troubleshooting.run_python("import torch; torch.ops.load_library('no/such/library.so')")
+    # A child without torch (whose import alone takes seconds): the message as torch.ops.load_library words it.
+    library = troubleshooting.REPO_ROOT / "no/such/library.so"
+    result = troubleshooting.run_python(f"raise OSError('Could not load this library: ' + {str(library)!r})")
     assert result.returncode == 1
-    assert result.error.startswith("OSError: Could not load this library: no/such/library.so")
-    assert "/work" not in result.error and str(troubleshooting.REPO_ROOT) not in result.stderr
+    assert result.error == "OSError: Could not load this library: no/such/library.so"
+    assert str(troubleshooting.REPO_ROOT) not in result.stderr
 
 
 def test_a_hanging_child_is_reported_as_such():
     assert "timeout killed it" in troubleshooting.run_python("import time; time.sleep(5)", timeout=0.5).error
+
+
+def test_an_interrupted_child_shows_where_it_waited():
+    code = "import time\ndef wait_here():\n    time.sleep(60)\nprint('waiting', flush=True)\nwait_here()"
+    result = troubleshooting.run_python(code, interrupt_after=0.5, timeout=30)
+    assert result.stdout == "waiting\n"
+    where, error = result.stderr.strip().splitlines()[-2:]
+    assert where.endswith(", in wait_here") and error == "KeyboardInterrupt"
 
 
 def test_path_without_ninja_keeps_the_compiler():

@@ -15,10 +15,13 @@ from __future__ import annotations
 import itertools
 import os
 import re
+import selectors
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,15 +61,44 @@ def sanitise(text: str) -> str:
     return _ADDRESS.sub("0x...", text)
 
 
-def run_python(code: str, *, env: dict | None = None, timeout: float = 120) -> ChildResult:
-    """Run `code` in a new Python process (this venv's interpreter) from the repository root."""
+def run_python(
+    code: str, *, env: dict | None = None, timeout: float = 120, interrupt_after: float | None = None
+) -> ChildResult:
+    """Run `code` in a new Python process (this venv's interpreter) from the repository root.
+
+    With `interrupt_after`, the child gets SIGINT (what Ctrl-C sends) that many seconds after it first prints a
+    line; its KeyboardInterrupt traceback then says where it was. (SIGINT raises KeyboardInterrupt in the child
+    even where the parent ignores it.)"""
+    if interrupt_after is None:
+        try:
+            done = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT
+            )
+        except subprocess.TimeoutExpired:
+            return ChildResult(None, "", "")
+        return ChildResult(done.returncode, sanitise(done.stdout), sanitise(done.stderr))
+    prologue = "import signal; signal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    child = subprocess.Popen(
+        [sys.executable, "-c", prologue + code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=REPO_ROOT,
+    )
+    with selectors.DefaultSelector() as selector:
+        selector.register(child.stdout, selectors.EVENT_READ)
+        first_line = child.stdout.readline() if selector.select(timeout) else ""
+    if first_line:
+        time.sleep(interrupt_after)
+        child.send_signal(signal.SIGINT)
     try:
-        done = subprocess.run(
-            [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=timeout, cwd=REPO_ROOT
-        )
+        stdout, stderr = child.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
+        child.kill()
+        child.communicate()
         return ChildResult(None, "", "")
-    return ChildResult(done.returncode, sanitise(done.stdout), sanitise(done.stderr))
+    return ChildResult(child.returncode, sanitise(first_line + stdout), sanitise(stderr))
 
 
 def run_program(command, *, timeout: float = 120) -> ChildResult:

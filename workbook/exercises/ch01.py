@@ -2,9 +2,10 @@
 
 Each check draws its inputs when it runs, from seeded generators (the same inputs on every run), at several
 sizes other than the notebook's, with non-contiguous inputs and incoming gradients (a strided view, and the
-stride-0 gradient that `.sum()` sends back). The learner's backward runs under watch: the exercises ask for
-a gradient written by hand, so a backward that calls autograd (`torch.autograd.grad`, `.backward()`) to
-compute it fails, and so does one that writes into the incoming gradient.
+stride-0 gradient that `.sum()` sends back). The learner's Function runs under watch: the exercises ask for
+a gradient written by hand, so a forward or backward that calls autograd (`torch.autograd.grad`, `.backward()`,
+`torch.func`'s transforms, forward mode included) or PyTorch's own backward of the function to compute it
+fails, and so does one that writes into the incoming gradient or returns a gradient of another dtype.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import contextlib
 
 import torch
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..checking import Mistake, exercise, expect_close
 
@@ -52,56 +54,138 @@ def _describe(tensor: torch.Tensor, name: str) -> str:
 
 
 class _Watch:
-    """Counts calls of autograd's engine made from inside the learner's backward while a check runs."""
+    """What the learner's Function did while a check ran: calls of autograd (reverse mode: what
+    torch.autograd.grad, .backward() and torch.func.grad/vjp run; forward mode: what torch.func.jvp and
+    torch.autograd.forward_ad run) made from inside its forward, setup_context or backward, and calls of
+    PyTorch's own backward for the exercise's function."""
 
     depth = 0
     calls = 0
+    forbidden: set = set()  # e.g. {"aten::softplus_backward"} while check_softplus runs
+    used: list = []
+
+
+class _OpSpy(TorchDispatchMode):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.name() in _Watch.forbidden:
+            _Watch.used.append(func.name())
+        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
-def _watching_autograd():
-    original = torch.autograd._engine_run_backward  # what torch.autograd.grad and .backward() both call
+def _watching_autograd(forbidden=()):
+    import torch._functorch.predispatch as predispatch
 
-    def watched(*args, **kwargs):
+    engine = torch.autograd._engine_run_backward  # what torch.autograd.grad and .backward() both call
+    make_dual = predispatch._make_dual  # what every forward-mode entry point calls (fwAD.make_dual, jvp)
+
+    def watched_engine(*args, **kwargs):
         if _Watch.depth:
             _Watch.calls += 1
-        return original(*args, **kwargs)
+        return engine(*args, **kwargs)
 
-    _Watch.calls = 0
-    torch.autograd._engine_run_backward = watched
+    def watched_make_dual(*args, **kwargs):
+        if _Watch.depth:
+            _Watch.calls += 1
+        return make_dual(*args, **kwargs)
+
+    _Watch.calls, _Watch.forbidden, _Watch.used = 0, set(forbidden), []
+    torch.autograd._engine_run_backward = watched_engine
+    predispatch._make_dual = watched_make_dual
     try:
         yield
     finally:
-        torch.autograd._engine_run_backward = original
+        torch.autograd._engine_run_backward = engine
+        predispatch._make_dual = make_dual
+        _Watch.forbidden = set()
 
 
 def _expect_no_autograd_in_backward() -> None:
     if _Watch.calls:
         raise Mistake(
-            "backward calls autograd (torch.autograd.grad or .backward()) to get the gradient, so autograd "
-            "does the work the exercise asks you to write: compute the gradient yourself from grad and the "
-            "saved tensors, with tensor operations"
+            "your Function calls autograd (torch.autograd.grad, .backward(), torch.func) in forward or backward "
+            "to get the derivative, so autograd does the work the exercise asks you to write: compute the "
+            "gradient yourself from grad and the saved tensors, with tensor operations"
+        )
+    if _Watch.used:
+        raise Mistake(
+            f"backward calls {_Watch.used[0].removeprefix('aten::')}, PyTorch's own backward of this function, "
+            "which does the whole job: compute the gradient yourself from grad and the saved tensors"
         )
 
 
+@contextlib.contextmanager
+def _under_watch():
+    _Watch.depth += 1
+    try:
+        with _OpSpy() if _Watch.forbidden else contextlib.nullcontext():
+            yield
+    finally:
+        _Watch.depth -= 1
+
+
+def _dtypes(values) -> tuple:
+    return tuple(v.dtype if isinstance(v, torch.Tensor) else None for v in values)
+
+
 def _watched(Function):
-    """A subclass of the learner's Function whose backward records what it returns and runs under watch."""
+    """A subclass of the learner's Function that runs its forward, setup_context and backward under watch,
+    records what backward returns, and refuses a gradient of another dtype than its input (autograd would
+    cast it back silently, keeping the lost precision)."""
+    base = torch.autograd.Function
+    uses_vjp = Function.vjp is not base.vjp  # vjp is the documented other name of backward
+    user_backward = Function.vjp if uses_vjp else Function.backward
+    user_setup_context = Function.setup_context
+    ctx_style = user_setup_context is base.setup_context  # forward(ctx, *inputs), not setup_context
 
     class Watched(Function):
         returned: list = []
 
         @staticmethod
-        def backward(ctx, *grads):
-            _Watch.depth += 1
-            try:
-                result = Function.backward(ctx, *grads)
-            finally:
-                _Watch.depth -= 1
-            Watched.returned.append(result if isinstance(result, tuple) else (result,))
+        def forward(*args, **kwargs):
+            with _under_watch():
+                result = Function.forward(*args, **kwargs)
+            if ctx_style:
+                args[0]._watched_dtypes = _dtypes(args[1:])
             return result
 
+    def setup_context(ctx, inputs, output):
+        with _under_watch():
+            user_setup_context(ctx, inputs, output)
+        ctx._watched_dtypes = _dtypes(inputs)
+
+    def backward(ctx, *grads):
+        with _under_watch():
+            result = user_backward(ctx, *grads)
+        returned = result if isinstance(result, tuple) else (result,)
+        Watched.returned.append(returned)
+        for position, (got, wanted) in enumerate(zip(_dtypes(returned), getattr(ctx, "_watched_dtypes", ()))):
+            if got is not None and wanted is not None and got != wanted:
+                raise Mistake(
+                    f"backward returned a gradient of dtype {got} for input {position} of dtype {wanted}; autograd "
+                    "casts it back, but the rounding stays: make it in the input's dtype (grad.new_zeros(...), "
+                    "torch.zeros(..., dtype=x.dtype)), not torch.zeros(shape)"
+                )
+        return result
+
+    if not ctx_style:
+        Watched.setup_context = staticmethod(setup_context)
+    setattr(Watched, "vjp" if uses_vjp else "backward", staticmethod(backward))
     Watched.__name__ = Function.__name__
     return Watched
+
+
+def _call(function, args, where: str):
+    """function(*args); an error it raises is explained with the inputs it was raised for."""
+    try:
+        return function(*args)
+    except (Mistake, NotImplementedError):
+        raise
+    except Exception as error:
+        if "not attempted yet" in str(error):
+            raise
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise Mistake(f"your code raised {type(error).__name__} {where}: {first_line}") from None
 
 
 def _gradients(function, inputs, grad_output, where: str):
@@ -175,7 +259,7 @@ def check_gated_unit(GatedUnit) -> None:
                 for _ in range(2)
             )
             where = f"for {_describe(x, 'x')} and {_describe(g, 'g')}, {dtype}"
-            expect_close(Watched.apply(x, g), _gated(x, g), f"the forward output {where}")
+            expect_close(_call(Watched.apply, (x, g), where), _gated(x, g), f"the forward output {where}")
             for label, grad_y in _incoming_gradients(shape, generator, dtype):
                 got = _gradients(Watched.apply, (x, g), grad_y, f"{where} and {label}")
                 if got[0] is None or got[1] is None:
@@ -215,7 +299,7 @@ def check_leaky_relu_(LeakyReLUInplace) -> None:
     generator = _generator(12)
     slopes = torch.empty(3, dtype=torch.float64).uniform_(0.01, 0.5, generator=generator).tolist()
     rows, columns = _sizes(generator, 2, 6, 40)
-    with _watching_autograd():
+    with _watching_autograd(forbidden={"aten::leaky_relu_backward"}):
         for slope, shape, transposed in [
             (slopes[0], (rows, columns), False),
             (slopes[1], (columns, rows), True),
@@ -229,7 +313,7 @@ def check_leaky_relu_(LeakyReLUInplace) -> None:
                 x = source.clone()
                 where = f"for {_describe(x, 'x')} and slope {slope:.4g}"
                 version_before = x._version
-                y = Watched.apply(x, slope)
+                y = _call(Watched.apply, (x, slope), where)
                 if y.data_ptr() != x.data_ptr():
                     raise Mistake(
                         f"forward returned a new tensor {where}; it must modify x in place and return x itself"
@@ -275,7 +359,7 @@ def check_row_max(RowMax) -> None:
             where = f"for {_describe(x, 'x')}" + (
                 " with ties (rows holding their maximum twice or more)" if ties else ""
             )
-            values, indices = Watched.apply(x)
+            values, indices = _call(Watched.apply, (x,), where)
             want_values, want_indices = x.detach().max(dim=-1)
             if ties:
                 try:
@@ -307,7 +391,7 @@ def check_softplus(SoftplusFn) -> None:
         torch.float64: [-1000.0, -800.0, -100.0, -30.0, 30.0, 100.0, 800.0, 1000.0],
         torch.float32: [-200.0, -100.0, -89.0, -30.0, 30.0, 89.0, 100.0, 200.0],
     }
-    with _watching_autograd():
+    with _watching_autograd(forbidden={"aten::softplus_backward"}):
         for dtype, large in extremes.items():
             x = torch.cat([torch.randn(size, generator=generator, dtype=torch.float64) * 4, torch.tensor(large)])
             x = _strided(x.to(dtype)).requires_grad_()

@@ -17,6 +17,7 @@ of its elements, so that a C++ answer that ignores strides reads wrong values, n
 
 from __future__ import annotations
 
+import inspect
 import re
 
 from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
@@ -96,7 +97,15 @@ def check_gated_tanh_backward(backward):
         expected_a, expected_b = torch.autograd.grad(gated_tanh(leaf_a, leaf_b), (leaf_a, leaf_b), grad)
         originals = {"grad": grad.clone(), "a": a.clone(), "b": b.clone()}
 
-        result = backward(grad, a, b)
+        saved = []  # tensors an autograd graph saves: an answer that lets autograd differentiate builds one
+        with torch.autograd.graph.saved_tensors_hooks(lambda t: saved.append(1) or t, lambda t: t):
+            result = backward(grad, a, b)
+        if saved:
+            raise Mistake(
+                "backward builds an autograd graph (it makes a or b require grad and lets autograd differentiate "
+                "it: backward() or torch::autograd::grad), so autograd does the work the exercise asks you to "
+                "write: compute d_a and d_b from grad, a and b with ATen calls"
+            )
         if not isinstance(result, (list, tuple)) or len(result) != 2:
             got = f"a {type(result).__name__}" + (
                 f" of length {len(result)}" if isinstance(result, (list, tuple)) else ""
@@ -138,11 +147,19 @@ def check_gated_tanh_backward(backward):
                 )
 
 
-_ARGUMENT_WORD = {"a": re.compile(r"\ba\b"), "b": re.compile(r"\bb\b")}
+# The argument a as a word of its own, not the article of "a floating-point tensor": followed by no word,
+# or by one an article cannot be followed by.
+_ARGUMENT_WORD = {
+    "a": re.compile(
+        r"\ba\b(?!\s+[A-Za-z])|\ba\s+(and|or|must|is|has|have|was|should|needs|does|to|of|with|on|in|are|be|can)\b"
+    ),
+    "b": re.compile(r"\bb\b"),
+}
 
 
-def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case: str) -> str:
-    """Calls validate(a, b), which must raise a RuntimeError naming a culprit and the topic; returns its message."""
+def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case: str, others=()) -> None:
+    """Calls validate(a, b), which must raise a RuntimeError naming a culprit and the topic, and none of the
+    `others` (the words of the properties that are right)."""
     named = " or ".join(culprits)
     try:
         validate(a, b)
@@ -154,14 +171,20 @@ def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case
         if not any(_ARGUMENT_WORD[culprit].search(message) for culprit in culprits):
             raise Mistake(
                 f"{case}: you raised, but the message does not name the argument {named} "
-                f"(as a word of its own); your message: {message!r}"
+                f"(as a word of its own: the 'a' of 'a floating-point tensor' does not count); your message: {message!r}"
             ) from None
         if not any(word in message.lower() for word in keywords):
             raise Mistake(
                 f"{case}: you raised, but the message does not say it is about the {topic} "
                 f"(expected one of the words {', '.join(keywords)}); your message: {message!r}"
             ) from None
-        return message
+        mixed = [word for word in others if word in message.lower()]
+        if mixed:
+            raise Mistake(
+                f"{case}: only the {topic} is wrong, but the message also speaks of the {mixed[0]} "
+                f"({message!r}): check each property with a TORCH_CHECK of its own, whose message names that one"
+            ) from None
+        return
     raise Mistake(
         f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
         f"naming {named} and its {topic}"
@@ -171,15 +194,20 @@ def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case
 _SHAPE, _DTYPE, _DEVICE = (
     ("shape", ("shape", "size")),
     ("dtype", ("dtype", "type", "double", "float")),
-    ("device", ("device", "meta", "cpu")),
+    ("device", ("device", "meta", "cpu", "cuda")),
 )
+# Words a message about one property has no reason to use, by property.
+_TOPIC_WORDS = {"shape": ("shape", "size"), "dtype": ("dtype",), "device": ("device",)}
 _FLOATING = ("dtype (it must be floating point)", ("float", "dtype", "type"))
 
 
 def _validation_cases():
     """(a, b, case) pairs that validate must accept, and (a, b, topic, case) that it must reject."""
     import torch
+    from torch._subclasses.fake_tensor import FakeTensorMode
 
+    with FakeTensorMode():  # tensors on two GPUs, real or not: a shape, a dtype and a device, no data
+        on_gpu_0, on_gpu_1 = torch.zeros(3, 4, device="cuda:0"), torch.zeros(3, 4, device="cuda:1")
     accepted = [
         (torch.zeros(3, 4), torch.zeros(3, 4), "a and b both float32 of shape (3, 4)"),
         (
@@ -213,6 +241,8 @@ def _validation_cases():
         ),
         (torch.zeros(3, dtype=torch.int32), torch.zeros(3, dtype=torch.int32), _FLOATING, "a and b both int32"),
         (torch.zeros(3, device="meta"), torch.zeros(3), _DEVICE, "a on the meta device with b on the CPU"),
+        (on_gpu_0, on_gpu_1, _DEVICE, "a on cuda:0 with b on cuda:1 (two GPUs)"),
+        (torch.zeros(2, 3, 4), torch.zeros(3, 2, 4), _SHAPE, "a of shape (2, 3, 4) with b of shape (3, 2, 4)"),
     ]
     return accepted, rejected
 
@@ -229,31 +259,27 @@ def check_gated_inputs(validate):
             raise_if_not_attempted(error)
             raise Mistake(f"validate rejected valid inputs ({case}): {str(error).splitlines()[0]}") from None
 
-    first_message = {}
     for a, b, (topic, keywords), case in rejected:
-        message = _expect_rejected(validate, a, b, ("a", "b"), topic, keywords, case)
-        first_message.setdefault(topic, (case, message))
-    (shape_case, shape), (dtype_case, dtype), (device_case, device) = (
-        first_message[topic] for topic in ("shape", "dtype", "device")
-    )
-    for (case, message), (other_case, other) in [
-        ((shape_case, shape), (dtype_case, dtype)),
-        ((shape_case, shape), (device_case, device)),
-        ((dtype_case, dtype), (device_case, device)),
-    ]:
-        if message == other:
-            raise Mistake(
-                f"the message is the same for {case} and for {other_case} ({message!r}): say which property "
-                "is wrong and what it is (one TORCH_CHECK per property, with the values it got)"
-            )
+        others = [word for other, words in _TOPIC_WORDS.items() if other not in topic for word in words]
+        _expect_rejected(validate, a, b, ("a", "b"), topic, keywords, case, others)
 
 
 class _Spy:
-    """Counts the calls of one function of an extension module while the check runs."""
+    """Counts the calls of one function of an extension module while the check runs: reached through the
+    module, or through a name the learner's Function sees it under (a global or closure variable of its
+    forward or backward, `forward_kernel = gated.gated_tanh_forward`)."""
 
-    def __init__(self, extension, name):
-        self.extension, self.name, self.calls = extension, name, 0
+    def __init__(self, extension, name, Function):
+        self.calls = 0
         self.original = getattr(extension, name)
+        self.namespaces = [vars(extension) if hasattr(extension, "__dict__") else {}]
+        self.cells = []
+        for method in (Function.forward, Function.backward):
+            function = inspect.unwrap(method)  # under @once_differentiable
+            self.namespaces.append(getattr(function, "__globals__", {}))
+            self.cells += [cell for cell in function.__closure__ or () if _holds(cell, self.original)]
+        self.extension, self.name = extension, name
+        self.replaced = []
 
     def __enter__(self):
         def counted(*args):
@@ -261,10 +287,27 @@ class _Spy:
             return self.original(*args)
 
         setattr(self.extension, self.name, counted)
+        for namespace in self.namespaces:
+            for key in [key for key, value in namespace.items() if value is self.original]:
+                namespace[key] = counted
+                self.replaced.append((namespace, key))
+        for cell in self.cells:
+            cell.cell_contents = counted
         return self
 
     def __exit__(self, *exc):
         setattr(self.extension, self.name, self.original)
+        for namespace, key in self.replaced:
+            namespace[key] = self.original
+        for cell in self.cells:
+            cell.cell_contents = self.original
+
+
+def _holds(cell, value) -> bool:
+    try:
+        return cell.cell_contents is value
+    except ValueError:  # an empty cell
+        return False
 
 
 @exercise("2.3 the C++ functions behind autograd")
@@ -285,7 +328,10 @@ def check_gated_function(GatedTanh, extension):
         grad = in_grad_layout(_draw(shape, generator, dtype))
         where = f"for a and b of shape {tuple(shape)} and dtype {dtype}{input_layout}{grad_layout}"
         leaf_a, leaf_b = a.detach().requires_grad_(), b.detach().requires_grad_()
-        with _Spy(extension, "gated_tanh_forward") as forward, _Spy(extension, "gated_tanh_backward") as backward:
+        with (
+            _Spy(extension, "gated_tanh_forward", GatedTanh) as forward,
+            _Spy(extension, "gated_tanh_backward", GatedTanh) as backward,
+        ):
             y = GatedTanh.apply(leaf_a, leaf_b)
             expect_close(y, gated_tanh(a, b), f"the output {where}")
             if forward.calls != 1:

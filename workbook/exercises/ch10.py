@@ -403,8 +403,11 @@ def check_scale_rows_autograd(setup_context, backward):
 
     from .. import troubleshooting
 
+    returned = []
+
     def counted_backward(ctx, grad):
         result = backward(ctx, grad)
+        returned.append(result)
         if not isinstance(result, tuple | list) or len(result) != 2:
             got = f"{len(result)} values" if isinstance(result, tuple | list) else f"one {type(result).__name__}"
             raise Mistake(
@@ -442,6 +445,39 @@ def check_scale_rows_autograd(setup_context, backward):
                     "in the order of the schema (x, weight)"
                 )
             expect_close(got_grad, expected_grad, f"for {described}, the gradient of {name}")
+        for name, value, tensor in zip(("x", "weight"), returned[-1], (x, weight)):
+            if isinstance(value, torch.Tensor) and value.dtype != tensor.dtype:
+                raise Mistake(
+                    f"for {described}, backward returned the gradient of {name} as {value.dtype} for a {tensor.dtype} "
+                    f"{name}: autograd casts it back, but the rounding stays; compute it in {name}'s dtype"
+                )
+    _expect_saved_for_backward(op)
+
+
+def _expect_saved_for_backward(op):
+    """x changed in place between forward and backward: autograd must refuse, or the gradients stay right."""
+    import torch
+
+    generator = torch.Generator().manual_seed(1031)
+    x_leaf = torch.randn(4, 3, dtype=torch.float64, generator=generator, requires_grad=True)
+    weight_leaf = torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True)
+    x, weight = x_leaf * 1, weight_leaf * 1  # not leaves, so they may be changed in place
+    output = op(x, weight)
+    with torch.no_grad():
+        x.add_(1.0)
+    try:
+        got = torch.autograd.grad(output.sum(), (x_leaf, weight_leaf))
+    except RuntimeError as error:
+        if "modified by an inplace operation" in str(error):
+            return  # save_for_backward noticed, as it should
+        raise
+    want = torch.autograd.grad((x_leaf * weight_leaf.unsqueeze(1)).sum(), (x_leaf, weight_leaf))
+    if not all(torch.allclose(g, w) for g, w in zip(got, want)):
+        raise Mistake(
+            "after x was changed in place between forward and backward, backward silently used its new values and "
+            "returned a wrong gradient: save x and weight with ctx.save_for_backward(x, weight) in setup_context, "
+            "which notices such changes (tensors kept as ctx attributes are not checked)"
+        )
 
 
 def _scale_rows_cases():
