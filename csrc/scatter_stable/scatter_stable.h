@@ -35,9 +35,9 @@ using torch::stable::Tensor;
 
 // The outputs a backend fills, already allocated and initialised (scatter_stable.cpp states the contract).
 struct ScatterOutputs {
-  Tensor out;       // the result: the caller's `out` tensor itself for an accumulate overload
-  Tensor argindex;  // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
-  Tensor count;     // mean: int64 elements per group, shape of out, filled with 0; else undefined
+  Tensor out;            // the result: the caller's `out` tensor itself for an accumulate overload
+  Tensor argindex;       // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
+  Tensor count;          // mean: int64 elements per group, shape of out, filled with 0; else undefined
   int64_t dim_size = 0;  // out.size(dim)
   bool fresh = true;     // true when out was allocated here (functional overload): it holds zeros
 };

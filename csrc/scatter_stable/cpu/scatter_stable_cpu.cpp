@@ -377,10 +377,10 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
   const Tensor src_c = src.is_contiguous() ? src : torch::stable::contiguous(src);
   const Tensor index3 = index_in_geometry(index, g);
 
-  THO_DISPATCH_V2(
-      src.scalar_type(), "scatter_reduce_cpu",
-      AT_WRAP([&] { with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs); }); }),
-      AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
+  THO_DISPATCH_V2(src.scalar_type(), "scatter_reduce_cpu", AT_WRAP([&] {
+                    with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs); });
+                  }),
+                  AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
   return {outs.out, outs.argindex};
 }
 
