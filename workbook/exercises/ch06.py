@@ -109,7 +109,8 @@ def _calling(call, *arguments):
     """`call(*arguments)`, and the name of the first Python function outside torch that torch (its dispatcher's
     Python glue, or the TorchScript interpreter) called meanwhile, or None: a kernel, an override or a mode
     written in Python, or a function that scripted code calls back into (@torch.jit.ignore). What such a
-    function calls in turn, imports, and the workbook's own Python parts of workbook_cv do not count."""
+    function calls in turn, imports, installed packages (helpers torch may call) and the workbook's own Python
+    parts of workbook_cv do not count."""
     import gc
     import os
     import sys
@@ -121,7 +122,8 @@ def _calling(call, *arguments):
 
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     # "<...>": frozen modules (the import system) and code generated at run time (a dataclass's __init__).
-    not_learners = (torch_dir, "<", *{sysconfig.get_paths()[key] + os.sep for key in ("stdlib", "platstdlib")})
+    installed = ("stdlib", "platstdlib", "purelib", "platlib")
+    not_learners = (torch_dir, "<", *{sysconfig.get_paths()[key] + os.sep for key in installed})
     this_frame, entered = sys._getframe(), []
 
     def profile(frame, event, _):
