@@ -4,6 +4,7 @@ corrected library in the process that loaded the stub."""
 
 import ast
 import functools
+import warnings
 from typing import List
 
 import cv2
@@ -24,13 +25,17 @@ pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
 SOURCE = r"""
 #include <ATen/core/Tensor.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <torch/custom_class.h>
 #include <torch/library.h>
 
 #include <opencv2/core.hpp>
 #include <opencv2/imgproc.hpp>
 
+#include <algorithm>
+#include <array>
 #include <deque>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -46,20 +51,34 @@ enum Blur {
   kOneOrThreeChannels,
   kShapeUnchecked,
   kEmptyUnchecked,
-  kKsizeUnchecked
+  kKsizeUnchecked,
+  kChannelCountUnchecked,
+  kColumnsUnchecked,
+  kInPlace,
+  kEmptyLike,
+  kBorderConstant,
+  kStub
 };
 
 template <Blur mistake>
 at::Tensor blur(const at::Tensor& image, int64_t ksize, double sigma) {
+  if constexpr (mistake == kStub) {
+    TORCH_CHECK(false, "gaussian_blur: not attempted yet");
+  }
   if constexpr (mistake != kAnyDtype) {
     TORCH_CHECK(image.device().is_cpu() && image.scalar_type() == at::kFloat,
                 "gaussian_blur: image must be a float32 CPU tensor, got ", image.scalar_type(), " on ", image.device());
   }
-  if constexpr (mistake != kShapeUnchecked) {
+  if constexpr (mistake == kChannelCountUnchecked) {
+    TORCH_CHECK(image.dim() == 2 || image.dim() == 3, "gaussian_blur: image must be H x W or H x W x C, got shape ",
+                image.sizes());
+  } else if constexpr (mistake != kShapeUnchecked) {
     TORCH_CHECK(image.dim() == 2 || (image.dim() == 3 && image.size(2) >= 1 && image.size(2) <= 4),
                 "gaussian_blur: image must be H x W or H x W x C with 1 to 4 channels, got shape ", image.sizes());
   }
-  if constexpr (mistake != kShapeUnchecked && mistake != kEmptyUnchecked) {
+  if constexpr (mistake == kColumnsUnchecked) {
+    TORCH_CHECK(image.size(0) >= 1, "gaussian_blur: image must have at least one row, got shape ", image.sizes());
+  } else if constexpr (mistake != kShapeUnchecked && mistake != kEmptyUnchecked) {
     TORCH_CHECK(image.size(0) >= 1 && image.size(1) >= 1, "gaussian_blur: image must not be empty, got shape ",
                 image.sizes());
   }
@@ -73,14 +92,32 @@ at::Tensor blur(const at::Tensor& image, int64_t ksize, double sigma) {
   const int rows = static_cast<int>(image.size(0)), cols = static_cast<int>(image.size(1));
   const auto* pixels = static_cast<const float*>(source.const_data_ptr());  // no dtype check of its own
   const cv::Mat source_mat(rows, cols, CV_32FC(channels), const_cast<float*>(pixels));
-  at::Tensor output = at::empty(source.sizes(), source.options().dtype(at::kFloat));
+  const cv::Size size(static_cast<int>(ksize), static_cast<int>(ksize));
+  if constexpr (mistake == kInPlace) {  // blurs the image itself (a contiguous one is `source`), returns it
+    cv::Mat in_place = source_mat;
+    cv::GaussianBlur(source_mat, in_place, size, sigma);
+    return source;
+  }
+  // empty_like keeps a strided image's strides: the packed rows OpenCV writes are then read back transposed.
+  at::Tensor output = mistake == kEmptyLike ? at::empty_like(image)
+                                            : at::empty(source.sizes(), source.options().dtype(at::kFloat));
   cv::Mat output_mat(rows, cols, CV_32FC(channels), output.mutable_data_ptr<float>());
-  cv::GaussianBlur(source_mat, output_mat, cv::Size(static_cast<int>(ksize), static_cast<int>(ksize)),
-                   mistake == kSigmaIgnored ? 1.0 : sigma);
+  cv::GaussianBlur(source_mat, output_mat, size, mistake == kSigmaIgnored ? 1.0 : sigma, 0,
+                   mistake == kBorderConstant ? cv::BORDER_CONSTANT : cv::BORDER_DEFAULT);
   return output;
 }
 
-enum Recent { kKeeps, kForgetsCapacity, kCapacityFromCount, kKeepsThree, kOffByOne, kHardCodedState };
+enum Recent {
+  kKeeps,
+  kForgetsCapacity,
+  kCapacityFromCount,
+  kKeepsThree,
+  kOffByOne,
+  kHardCodedState,
+  kRingOfEight,
+  kCommaJoinedState,
+  kSixCharacters
+};
 
 // One C++ type per registered class (registering a type twice aborts at load time).
 template <Recent mistake>
@@ -90,44 +127,76 @@ class RecentStrings : public torch::CustomClassHolder {
     TORCH_CHECK(capacity >= 1, "RecentStrings: capacity must be at least 1, got ", capacity);
   }
   void push(std::string word) {
+    if constexpr (mistake == kRingOfEight) {  // a fixed ring of 8 slots: right for capacities up to 8
+      ring_[next_++ % ring_.size()] = std::move(word);
+      held_ = std::min({held_ + 1, capacity_, static_cast<int64_t>(ring_.size())});
+      return;
+    }
+    if constexpr (mistake == kSixCharacters) word.resize(std::min<size_t>(word.size(), 6));
     words_.push_back(std::move(word));
     const int64_t limit = mistake == kKeepsThree ? 3 : mistake == kOffByOne ? capacity_ - 1 : capacity_;
     while (static_cast<int64_t>(words_.size()) > limit && !words_.empty()) words_.pop_front();
   }
   int64_t capacity() const { return capacity_; }
-  int64_t size() const { return static_cast<int64_t>(words_.size()); }
-  std::vector<std::string> items() const { return {words_.begin(), words_.end()}; }
+  int64_t size() const { return mistake == kRingOfEight ? held_ : static_cast<int64_t>(words_.size()); }
+  std::vector<std::string> items() const {
+    if constexpr (mistake == kRingOfEight) {
+      std::vector<std::string> items;
+      for (int64_t i = next_ - held_; i < next_; ++i) items.push_back(ring_[i % ring_.size()]);
+      return items;
+    }
+    return {words_.begin(), words_.end()};
+  }
 
  private:
   int64_t capacity_;
   std::deque<std::string> words_;
+  std::array<std::string, 8> ring_;
+  int64_t next_ = 0, held_ = 0;
 };
 
 using State = std::tuple<int64_t, std::vector<std::string>>;
+using JoinedState = std::tuple<int64_t, std::string>;  // the strings joined with commas
 
 template <Recent mistake>
 void register_recent_strings(torch::Library& m, const char* name) {
   using Class = RecentStrings<mistake>;
-  m.class_<Class>(name)
-      .def(torch::init<int64_t>())
-      .def("push", &Class::push)
-      .def("capacity", &Class::capacity)
-      .def("size", &Class::size)
-      .def("items", &Class::items)
-      .def_pickle([](const c10::intrusive_ptr<Class>& self) -> State { return {self->capacity(), self->items()}; },
-                  [](State state) -> c10::intrusive_ptr<Class> {
-                    auto& [capacity, words] = state;
-                    if constexpr (mistake == kHardCodedState) {
-                      capacity = 3;  // what the notebook shows: RecentStrings(3) after a, b, c, d, e
-                      words = {"c", "d", "e"};
-                    }
-                    const int64_t restored = mistake == kForgetsCapacity    ? 10
-                                             : mistake == kCapacityFromCount ? static_cast<int64_t>(words.size())
-                                                                             : capacity;
-                    auto recent = c10::make_intrusive<Class>(restored);
-                    for (auto& word : words) recent->push(std::move(word));
-                    return recent;
-                  });
+  auto registered = m.class_<Class>(name)
+                        .def(torch::init<int64_t>())
+                        .def("push", &Class::push)
+                        .def("capacity", &Class::capacity)
+                        .def("size", &Class::size)
+                        .def("items", &Class::items);
+  if constexpr (mistake == kCommaJoinedState) {
+    registered.def_pickle(
+        [](const c10::intrusive_ptr<Class>& self) -> JoinedState {
+          std::string joined;
+          for (const auto& word : self->items()) joined += (joined.empty() ? "" : ",") + word;
+          return {self->capacity(), joined};
+        },
+        [](JoinedState state) -> c10::intrusive_ptr<Class> {
+          auto recent = c10::make_intrusive<Class>(std::get<0>(state));
+          std::stringstream joined(std::get<1>(state));
+          for (std::string word; std::getline(joined, word, ',');) recent->push(word);
+          return recent;
+        });
+  } else {
+    registered.def_pickle(
+        [](const c10::intrusive_ptr<Class>& self) -> State { return {self->capacity(), self->items()}; },
+        [](State state) -> c10::intrusive_ptr<Class> {
+          auto& [capacity, words] = state;
+          if constexpr (mistake == kHardCodedState) {
+            capacity = 3;  // what the notebook shows: RecentStrings(3) after a, b, c, d, e
+            words = {"c", "d", "e"};
+          }
+          const int64_t restored = mistake == kForgetsCapacity    ? 10
+                                   : mistake == kCapacityFromCount ? static_cast<int64_t>(words.size())
+                                                                   : capacity;
+          auto recent = c10::make_intrusive<Class>(restored);
+          for (auto& word : words) recent->push(std::move(word));
+          return recent;
+        });
+  }
 }
 
 }  // namespace
@@ -149,11 +218,24 @@ TORCH_LIBRARY(workbook_exercise_mistakes, m) {
   m.def("blur_shape_unchecked(Tensor image, int ksize, float sigma) -> Tensor", &blur<kShapeUnchecked>);
   m.def("blur_empty_unchecked(Tensor image, int ksize, float sigma) -> Tensor", &blur<kEmptyUnchecked>);
   m.def("blur_ksize_unchecked(Tensor image, int ksize, float sigma) -> Tensor", &blur<kKsizeUnchecked>);
+  m.def("blur_channel_count_unchecked(Tensor image, int ksize, float sigma) -> Tensor", &blur<kChannelCountUnchecked>);
+  m.def("blur_columns_unchecked(Tensor image, int ksize, float sigma) -> Tensor", &blur<kColumnsUnchecked>);
+  m.def("blur_in_place(Tensor image, int ksize, float sigma) -> Tensor", &blur<kInPlace>);
+  m.def("blur_into_empty_like(Tensor image, int ksize, float sigma) -> Tensor", &blur<kEmptyLike>);
+  m.def("blur_border_constant(Tensor image, int ksize, float sigma) -> Tensor", &blur<kBorderConstant>);
+  // A C++ stub whose CPU kernel the tests override from Python (blur_python_over_cpp).
+  m.def("blur_stub(Tensor image, int ksize, float sigma) -> Tensor");
   register_recent_strings<kForgetsCapacity>(m, "ForgetsCapacity");
   register_recent_strings<kCapacityFromCount>(m, "CapacityFromCount");
   register_recent_strings<kKeepsThree>(m, "KeepsThree");
   register_recent_strings<kOffByOne>(m, "OffByOne");
   register_recent_strings<kHardCodedState>(m, "HardCodedState");
+  register_recent_strings<kRingOfEight>(m, "RingOfEight");
+  register_recent_strings<kCommaJoinedState>(m, "CommaJoinedState");
+  register_recent_strings<kSixCharacters>(m, "SixCharacters");
+}
+TORCH_LIBRARY_IMPL(workbook_exercise_mistakes, CPU, m) {
+  m.impl("blur_stub", &blur<kStub>);
 }
 """
 
@@ -205,8 +287,51 @@ def blur_as_python_custom_op():
     return torch.ops.workbook_python_mistakes.gaussian_blur
 
 
+@functools.cache
+def blur_as_python_library_op():
+    """The same through torch.library.Library's define and impl: cheaper to call for the first time than a
+    custom_op (whose first call imports torch's compiler stack)."""
+    library = torch.library.Library("workbook_python_kernels", "DEF")
+    library.define("gaussian_blur(Tensor image, int ksize, float sigma) -> Tensor")
+    library.impl("gaussian_blur", blur_with_cv2, "CPU")
+    return library, torch.ops.workbook_python_kernels.gaussian_blur
+
+
 def blur_reading_the_checks_reference(image, ksize, sigma):
     return ch06._blur_reference(image, ksize, sigma)
+
+
+@functools.cache
+def blur_python_over_cpp():
+    """The C++ stub kept, and a Python kernel calling cv2 registered over its CPU kernel."""
+    library = torch.library.Library("workbook_exercise_mistakes", "IMPL")
+    with warnings.catch_warnings():  # "Overriding a previously registered kernel": what this answer does
+        warnings.simplefilter("ignore")
+        library.impl("blur_stub", blur_with_cv2_checked, "CPU")
+    return library, mistake("blur_stub")
+
+
+def blur_with_cv2_checked(image, ksize, sigma):
+    """blur_with_cv2, refusing the images the exercise says to refuse."""
+    if image.dtype != torch.float32 or image.dim() not in (2, 3) or (image.dim() == 3 and image.size(2) > 4):
+        raise RuntimeError(f"gaussian_blur: image must be a float32 H x W (x C <= 4) tensor, got {image.shape}")
+    if image.size(0) < 1 or image.size(1) < 1:
+        raise RuntimeError(f"gaussian_blur: image must not be empty, got {image.shape}")
+    return blur_with_cv2(image, ksize, sigma)
+
+
+class BlurMode(torch.overrides.TorchFunctionMode):
+    """A mode that answers calls of the C++ stub with cv2 from Python."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if "blur_stub" in str(func):
+            return blur_with_cv2_checked(*args)
+        return func(*args, **(kwargs or {}))
+
+
+def check_blur_stub_under_a_mode():
+    with BlurMode():
+        return ch06.check_gaussian_blur(mistake("blur_stub"))
 
 
 # ---- 6.2 blur_then_warp -----------------------------------------------------------------------------------
@@ -260,6 +385,40 @@ def blur_then_warp_with_the_shown_kernel(
     return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
 
 
+def blur_then_warp_with_a_python_operator(
+    image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+) -> torch.Tensor:
+    blurred = torch.ops.workbook_python_kernels.gaussian_blur(image, ksize, sigma)
+    return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
+
+
+def scripted_with_a_python_operator():
+    blur_as_python_library_op()  # registers workbook_python_kernels::gaussian_blur before scripting
+    return ch06.check_blur_then_warp(torch.jit.script(blur_then_warp_with_a_python_operator))
+
+
+@torch.jit.ignore
+def blur_in_python(image: torch.Tensor, ksize: int, sigma: float) -> torch.Tensor:
+    return blur_with_cv2(image, ksize, sigma)
+
+
+def blur_then_warp_calling_back_into_python(
+    image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+) -> torch.Tensor:
+    blurred = blur_in_python(image, ksize, sigma)
+    if ksize < 0:  # never true: only there to put the operator into the graph
+        blurred = torch.ops.workbook_cv.gaussian_blur(image, ksize, sigma)
+    return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
+
+
+def blur_then_warp_with_keywords(
+    image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
+) -> torch.Tensor:
+    """Right, written differently: keyword arguments, a contiguous copy first."""
+    blurred = torch.ops.workbook_cv.gaussian_blur(image.contiguous(), sigma=sigma, ksize=ksize)
+    return torch.ops.workbook_cv.warp_perspective(blurred, warp, width=width, height=height)
+
+
 # ---- 7.1 RecentStrings ------------------------------------------------------------------------------------
 
 
@@ -310,6 +469,38 @@ def reverse_dropping_the_bottom(tensors: List[torch.Tensor]) -> List[torch.Tenso
     return out
 
 
+def reverse_by_slicing_beside_a_pop_that_never_runs(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+    stack = torch.classes.workbook_classes.TensorStack(tensors)
+    if stack.size() > 1000000:
+        stack.pop()
+    return tensors[::-1]
+
+
+def reverse_by_slicing_beside_one_pop(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+    out = tensors[::-1]
+    stack = torch.classes.workbook_classes.TensorStack(out)
+    if not stack.empty():
+        stack.pop()
+    return out
+
+
+def reverse_with_a_comprehension(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+    """Right, written differently."""
+    stack = torch.classes.workbook_classes.TensorStack(tensors)
+    return [stack.pop() for _ in range(len(tensors))]
+
+
+def reverse_by_concatenation(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
+    """Right, written differently: a new list on every pop."""
+    stack = torch.classes.workbook_classes.TensorStack([])
+    for tensor in tensors:
+        stack.push(tensor)
+    out: List[torch.Tensor] = []
+    while not stack.empty():
+        out = out + [stack.pop()]
+    return out
+
+
 def test_a_changed_library_is_refused_instead_of_aborting_the_process():
     same = torchscript.load_library_source("test_torchscript_exercises", SOURCE, opencv=True)
     assert same.exists()
@@ -317,16 +508,8 @@ def test_a_changed_library_is_refused_instead_of_aborting_the_process():
         torchscript.load_library_source("test_torchscript_exercises", SOURCE + "// changed", opencv=True)
 
 
-def test_a_second_torch_library_for_a_namespace_aborts_the_process(tmp_path):
-    """What load_library_source protects against, shown in a throwaway process."""
-    import shutil
-    import signal
-
-    first = torchscript.ops_library()
-    copy = shutil.copy(first, tmp_path / "copy_of_the_library.so")  # another file: dlopen loads it again
-    result = torchscript.load_both_in_fresh_process(first, copy)
-    assert result.returncode == -signal.SIGABRT
-    assert "Only a single TORCH_LIBRARY can be used to register the namespace workbook_cv" in result.stderr
+# What it protects against (a second TORCH_LIBRARY for a namespace aborts the process) is chapter 06's cell that
+# loads two builds of workbook_cv into a throwaway process; nbval compares its stored SIGABRT and message.
 
 
 # ---- 6.1 and 7.1 in the notebooks: the stub, then a corrected library, in one process ---------------------
@@ -446,6 +629,19 @@ class ThumbnailWithInterpolate(Thumbnail):
         return resized[0].mean(dim=0)
 
 
+class ThumbnailAveragingFirst(Thumbnail):
+    """Right, written differently: the channels averaged before the warp (which is linear in the image)."""
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        if image.dim() == 3:
+            image = image.mean(dim=-1)
+        scaling = torch.tensor(
+            [[self.size / image.size(1), 0.0, 0.0], [0.0, self.size / image.size(0), 0.0], [0.0, 0.0, 1.0]],
+            dtype=torch.float64,
+        )
+        return torch.ops.workbook_cv.warp_perspective(image, scaling, self.size, self.size)
+
+
 def test_thumbnail_check_passes_on_the_solution():
     assert ch06.check_thumbnail(Thumbnail).passed
 
@@ -529,6 +725,41 @@ class AccumulatorResetCountsAfterPopping(Accumulator):
         while not self.history.empty():
             self.history.pop()
         return self.history.size()
+
+
+class AccumulatorWithARunningTotal(Accumulator):
+    """Pushes onto the stack, but sums into a tensor attribute of its own: the stack's contents unused."""
+
+    def __init__(self):
+        super().__init__()
+        self.total = torch.zeros(0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.push(x)
+        self.total = x.clone() if self.history.size() == 1 else self.total + x
+        return self.total
+
+
+class AccumulatorSummingInPlace(Accumulator):
+    """Adds into the first tensor on the stack (an input of the caller's) with +=."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.history.push(x)
+        items = self.history.items()
+        total = items[0]
+        for i in range(1, len(items)):
+            total += items[i]
+        return total
+
+
+class AccumulatorResettingWithANewStack(Accumulator):
+    """Right, written differently: reset() replaces the stack."""
+
+    @torch.jit.export
+    def reset(self) -> int:
+        held = self.history.size()
+        self.history = torch.classes.workbook_classes.TensorStack([])
+        return held
 
 
 def test_accumulator_check_passes_on_the_solution():
@@ -620,6 +851,55 @@ WRONG_ANSWERS = [
         lambda: ch06.check_gaussian_blur(blur_reading_the_checks_reference),
         ("should be your C++ operator",),
     ),
+    WrongAnswer(
+        "6.1",
+        "wrong math",
+        "no check of the channel count (5 channels let through)",
+        blur("blur_channel_count_unchecked"),
+        ("a 5-channel image", "should raise", "'image'"),
+    ),
+    WrongAnswer(
+        "6.1",
+        "wrong math",
+        "rows checked, columns not: an image with no columns left to OpenCV",
+        blur("blur_columns_unchecked"),
+        ("an image with no columns", "does not name the argument 'image'"),
+    ),
+    WrongAnswer(
+        "6.1",
+        "wrong math",
+        "blurs the caller's image in place and returns it",
+        blur("blur_in_place"),
+        ("changed the image it was given",),
+    ),
+    WrongAnswer(
+        "6.1",
+        "wrong math",
+        "output from empty_like (a strided image's strides kept)",
+        blur("blur_into_empty_like"),
+        ("not contiguous", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "6.1",
+        "wrong math",
+        "BORDER_CONSTANT instead of OpenCV's default border",
+        blur("blur_border_constant"),
+        ("is wrong at index (0, 0)",),
+    ),
+    WrongAnswer(
+        "6.1",
+        "concept skipped",
+        "the C++ stub kept, a Python kernel registered over its CPU kernel",
+        lambda: ch06.check_gaussian_blur(blur_python_over_cpp()[1]),
+        ("ran the Python function blur_with_cv2_checked()", "kernel in C++"),
+    ),
+    WrongAnswer(
+        "6.1",
+        "concept skipped",
+        "the C++ stub kept, a TorchFunctionMode answering its calls",
+        check_blur_stub_under_a_mode,
+        ("ran the Python function __torch_function__()",),
+    ),
     # 6.2 blur_then_warp
     WrongAnswer(
         "6.2",
@@ -643,6 +923,20 @@ WRONG_ANSWERS = [
         "the ksize and sigma the notebook shows",
         scripted(blur_then_warp_with_the_shown_kernel),
         ("is wrong at index", "each argument must reach the operators"),
+    ),
+    WrongAnswer(
+        "6.2",
+        "concept skipped",
+        "a torch.library operator whose kernel is Python (cv2) for the blur",
+        scripted_with_a_python_operator,
+        ("ran the Python function blur_with_cv2()", "C++ operators"),
+    ),
+    WrongAnswer(
+        "6.2",
+        "concept skipped",
+        "cv2 through @torch.jit.ignore, the operator in a branch that never runs",
+        scripted(blur_then_warp_calling_back_into_python),
+        ("ran the Python function blur_in_python()",),
     ),
     # 6.3 Thumbnail
     WrongAnswer(
@@ -723,6 +1017,27 @@ WRONG_ANSWERS = [
         lambda: ch07.check_recent_strings(mistake("HardCodedState")),
         ("after torch.jit.save and torch.jit.load",),
     ),
+    WrongAnswer(
+        "7.1",
+        "shown sizes only",
+        "a ring of 8 slots: right up to capacity 8",
+        lambda: ch07.check_recent_strings(mistake("RingOfEight")),
+        ("items() is", "the newest"),
+    ),
+    WrongAnswer(
+        "7.1",
+        "wrong math",
+        "the strings saved joined with commas",
+        lambda: ch07.check_recent_strings(mistake("CommaJoinedState")),
+        ("after torch.jit.save and torch.jit.load", "items()"),
+    ),
+    WrongAnswer(
+        "7.1",
+        "shown sizes only",
+        "keeps the first 6 characters (the longest word the old check pushed)",
+        lambda: ch07.check_recent_strings(mistake("SixCharacters")),
+        ("items() is",),
+    ),
     # 7.2 reverse
     WrongAnswer("7.2", "wrong math", "same order", reversal(reverse_in_the_same_order), ("pops",)),
     WrongAnswer("7.2", "concept skipped", "slicing, no stack", reversal(reverse_without_the_class), ("never uses",)),
@@ -739,6 +1054,20 @@ WRONG_ANSWERS = [
         "off by one: the bottom tensor is dropped",
         reversal(reverse_dropping_the_bottom),
         ("should return a list of",),
+    ),
+    WrongAnswer(
+        "7.2",
+        "concept skipped",
+        "slicing, beside a pop that never runs",
+        reversal(reverse_by_slicing_beside_a_pop_that_never_runs),
+        ("nothing reverse pops", "reaches the list it returns"),
+    ),
+    WrongAnswer(
+        "7.2",
+        "concept skipped",
+        "slicing, beside one pop whose tensor is dropped",
+        reversal(reverse_by_slicing_beside_one_pop),
+        ("nothing reverse pops",),
     ),
     # 7.3 Accumulator
     WrongAnswer(
@@ -783,9 +1112,41 @@ WRONG_ANSWERS = [
         lambda: ch07.check_accumulator(AccumulatorInFloat32),
         ("float64 inputs", "has dtype torch.float32"),
     ),
+    WrongAnswer(
+        "7.3",
+        "concept skipped",
+        "a running total kept beside the stack",
+        lambda: ch07.check_accumulator(AccumulatorWithARunningTotal),
+        ("pushed onto self.history from Python", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "7.3",
+        "wrong math",
+        "+= into the first tensor on the stack",
+        lambda: ch07.check_accumulator(AccumulatorSummingInPlace),
+        ("changed the tensor given to call 1",),
+    ),
 ]
 
 
 @pytest.mark.parametrize("wrong", WRONG_ANSWERS, ids=wrong_answers.ids)
 def test_wrong_answer_is_rejected(wrong):
     wrong_answers.assert_rejected(wrong)
+
+
+# ---- right answers written differently pass (a false rejection is a defect too) -----------------------
+
+
+RIGHT_ANSWERS = {
+    "6.2 keyword arguments": scripted(blur_then_warp_with_keywords),
+    "6.3 channels averaged before the warp": lambda: ch06.check_thumbnail(ThumbnailAveragingFirst),
+    "7.2 a list comprehension of pops": reversal(reverse_with_a_comprehension),
+    "7.2 a new list on every pop": reversal(reverse_by_concatenation),
+    "7.3 reset() replaces the stack": lambda: ch07.check_accumulator(AccumulatorResettingWithANewStack),
+}
+
+
+@pytest.mark.parametrize("name", RIGHT_ANSWERS)
+def test_a_right_answer_written_differently_passes(name):
+    outcome = RIGHT_ANSWERS[name]()
+    assert outcome.passed, outcome

@@ -2,10 +2,11 @@
 
 * 6.1 ``check_gaussian_blur(op)``: the learner's C++ `gaussian_blur` operator (from a library loaded with
   `workbook.fresh_library`, so that a corrected version loads without a restart) against cv2, on images of
-  every channel count and of sizes drawn when the check runs, strided ones included; bad arguments must be
-  refused with a message that names the argument.
+  every channel count and of sizes drawn when the check runs, strided ones included; the image given must be
+  left as it was, and no Python may run in place of the C++ kernel; bad arguments must be refused with a
+  message that names the argument.
 * 6.2 ``check_blur_then_warp(function)``: a scripted function calling that operator and warp_perspective,
-  with every one of its arguments passed through.
+  with every one of its arguments passed through, and no call back into Python.
 * 6.3 ``check_thumbnail(Thumbnail)``: a module that TorchScript compiles, that is right for gray and colour
   images of any size and for any thumbnail size, and that the chapter's C++ program runs from the saved file.
 
@@ -104,10 +105,53 @@ def _cpp_operator_name(op, what: str) -> str:
     return name
 
 
+def _calling(call, *arguments):
+    """`call(*arguments)`, and the name of the first Python function outside torch that torch (its dispatcher's
+    Python glue, or the TorchScript interpreter) called meanwhile, or None: a kernel, an override or a mode
+    written in Python, or a function that scripted code calls back into (@torch.jit.ignore). What such a
+    function calls in turn, imports, installed packages (helpers torch may call) and the workbook's own Python
+    parts of workbook_cv do not count."""
+    import gc
+    import os
+    import sys
+    import sysconfig
+
+    import torch
+
+    from .. import torchscript
+
+    torch_dir = os.path.dirname(torch.__file__) + os.sep
+    # "<...>": frozen modules (the import system) and code generated at run time (a dataclass's __init__).
+    installed = ("stdlib", "platstdlib", "purelib", "platlib")
+    not_learners = (torch_dir, "<", *{sysconfig.get_paths()[key] + os.sep for key in installed})
+    this_frame, entered = sys._getframe(), []
+
+    def profile(frame, event, _):
+        if event != "call" or entered:
+            return
+        filename, caller = frame.f_code.co_filename, frame.f_back
+        if filename.startswith(not_learners) or filename == torchscript.__file__ or caller is None:
+            return
+        if caller is this_frame or caller.f_code.co_filename.startswith(torch_dir):
+            entered.append(frame.f_code.co_name)
+
+    previous, collecting = sys.getprofile(), gc.isenabled()
+    gc.disable()  # no finalizer of an unrelated object runs in between
+    sys.setprofile(profile)
+    try:
+        result = call(*arguments)
+    finally:
+        sys.setprofile(previous)
+        if collecting:
+            gc.enable()
+    return result, entered[0] if entered else None
+
+
 @exercise("6.1 gaussian_blur operator")
 def check_gaussian_blur(op):
     """`op(image, ksize, sigma)` (your library's C++ gaussian_blur) matches cv2.GaussianBlur on gray and 1- to
-    4-channel images of several sizes, strided ones included, and refuses bad arguments by name."""
+    4-channel images of several sizes, strided ones included, leaves the image it is given unchanged, runs no
+    Python function in place of its C++ kernel, and refuses bad arguments by name."""
     import torch
 
     name = _cpp_operator_name(op, "gaussian_blur")
@@ -124,11 +168,17 @@ def check_gaussian_blur(op):
     images.append(_random_image(generator, 12, 16, 4)[..., 1:3])  # two of four channels: strided, too
     for image in images:
         ksize, sigma = 2 * _randint(generator, 0, 4) + 1, _uniform(generator, 0.3, 3.0)
-        expect_close(
-            op(image, ksize, sigma),
-            _blur_reference(image, ksize, sigma),
-            f"gaussian_blur of a {_describe(image)} with ksize={ksize}, sigma={sigma}",
-        )
+        what = f"gaussian_blur of a {_describe(image)} with ksize={ksize}, sigma={sigma}"
+        expected, before = _blur_reference(image, ksize, sigma), image.clone()
+        got, python = _calling(op, image, ksize, sigma)
+        if python is not None:
+            raise Mistake(
+                f"{name} ran the Python function {python}() when it was called: the exercise is the kernel "
+                "in C++ (in the GAUSSIAN_BLUR source), not Python registered over it"
+            )
+        if not torch.equal(image, before):
+            raise Mistake(f"{what} changed the image it was given: write the blur into a new output tensor")
+        expect_close(got, expected, what)
 
     image = images[3]  # 3 channels
     bad_arguments = [
@@ -138,7 +188,9 @@ def check_gaussian_blur(op):
         ("image", (image.double(), 3, 1.0), "a float64 image", "the kernel reads float32 pixels only"),
         ("image", (image.unsqueeze(0), 3, 1.0), "a 4-D image (a batch of one)", "an image is H x W or H x W x C"),
         ("image", (image.flatten(), 3, 1.0), "a 1-D image", "an image is H x W or H x W x C"),
+        ("image", (torch.rand(9, 8, 5, generator=generator), 3, 1.0), "a 5-channel image", "1 to 4 channels"),
         ("image", (image[:0], 3, 1.0), "an image with no rows", "OpenCV cannot blur an empty image"),
+        ("image", (image[:, :0], 3, 1.0), "an image with no columns", "OpenCV cannot blur an empty image"),
     ]
     for argument, arguments, what, rule in bad_arguments:
         try:
@@ -158,7 +210,8 @@ def check_gaussian_blur(op):
 @exercise("6.2 a scripted function calling both operators")
 def check_blur_then_warp(function):
     """`function(image, warp, height, width, ksize, sigma)` is scripted, blurs with your operator, then warps,
-    using every argument it is given (checked on several drawn images, homographies and sizes)."""
+    using every argument it is given (checked on several drawn images, homographies and sizes), and calls no
+    Python function while it runs."""
     import torch
 
     if not isinstance(function, torch.jit.ScriptFunction):
@@ -169,7 +222,12 @@ def check_blur_then_warp(function):
         warp = _random_warp(generator)
         height, width = _randint(generator, 8, 36), _randint(generator, 8, 36)
         ksize, sigma = 2 * _randint(generator, 1, 4) + 1, _uniform(generator, 0.5, 3.0)
-        got = function(image, warp, height, width, ksize, sigma)
+        got, python = _calling(function, image, warp, height, width, ksize, sigma)
+        if python is not None:
+            raise Mistake(
+                f"blur_then_warp ran the Python function {python}() while it computed: the scripted function "
+                "should call the C++ operators (your 6.1 gaussian_blur and warp_perspective), not Python"
+            )
         graph = str(function.inlined_graph)
         for op in ("::gaussian_blur(", "workbook_cv::warp_perspective("):
             if op not in graph:

@@ -5,7 +5,7 @@
   and its capacity through torch.jit.save and torch.jit.load, full or not, at capacities drawn when the
   check runs.
 * 7.2 ``check_reverse(function)``: a scripted function reversing lists of several lengths by pushing onto a
-  TensorStack and popping off it.
+  TensorStack and popping off it, its result built from what it pops.
 * 7.3 ``check_accumulator(Accumulator)``: a module keeping its inputs on a TensorStack, right for inputs of
   drawn shapes, float64 and strided ones; saved after two calls, the chapter's C++ program continues from
   that state.
@@ -63,14 +63,15 @@ def check_recent_strings(cls):
     import torch
 
     generator = torch.Generator().manual_seed(71)
-    letters = "abcdefghijklmnopqrstuvwxyz"
+    characters = "abcdefghijklmnopqrstuvwxyz ,;:'\"éß→"
 
     def words(count: int) -> list[str]:
         return [
-            "".join(letters[_randint(generator, 0, 25)] for _ in range(_randint(generator, 1, 6))) for _ in range(count)
+            "".join(characters[_randint(generator, 0, len(characters) - 1)] for _ in range(_randint(generator, 0, 12)))
+            for _ in range(count)
         ]
 
-    for capacity in (1, _randint(generator, 2, 4), _randint(generator, 5, 8)):
+    for capacity in (1, _randint(generator, 2, 4), _randint(generator, 5, 8), _randint(generator, 9, 40)):
         recent = cls(capacity)
         if recent.capacity() != capacity:
             raise Mistake(f"RecentStrings({capacity}).capacity() returned {recent.capacity()}, expected {capacity}")
@@ -105,9 +106,10 @@ def check_recent_strings(cls):
                 f"{(pushed + [extra])[-capacity:]}, got {restored.items()}"
             )
 
-    # Not full when saved: the capacity must come from the saved state, not from the number of strings.
-    capacity = _randint(generator, 4, 8)
-    recent, pushed = cls(capacity), words(_randint(generator, 1, capacity - 2))
+    # Not full when saved: the capacity must come from the saved state, not from the number of strings. Among the
+    # strings: an empty one, one with a comma and a space, one beyond ASCII.
+    capacity = _randint(generator, 6, 12)
+    recent, pushed = cls(capacity), ["", "one, two", "naïve"] + words(_randint(generator, 1, capacity - 4))
     for word in pushed:
         recent.push(word)
     _, loaded = _saved_and_loaded(recent)
@@ -136,10 +138,44 @@ def check_recent_strings(cls):
         raise Mistake("RecentStrings(0) should raise an error that names 'capacity' (it must be at least 1)")
 
 
+# Graph nodes that change their first input (a list, or a custom object's state) with their other inputs.
+_MUTATING = {"aten::append", "aten::insert", "aten::extend", "aten::_set_item", "aten::add_", "prim::CallMethod"}
+
+
+def _reach_the_outputs(graph, values) -> bool:
+    """Whether any of `values` (graph values) can reach what the graph returns: through the nodes' inputs, the
+    blocks of loops and ifs, and the nodes in _MUTATING (an append puts its value into the list)."""
+    depends: dict[int, set[int]] = {}
+
+    def collect(block):
+        for node in block.nodes():
+            inputs = [value.unique() for value in node.inputs()]
+            for output in node.outputs():
+                depends.setdefault(output.unique(), set()).update(inputs)
+            for inner in node.blocks():
+                collect(inner)
+                returned = [value.unique() for value in inner.outputs()]
+                for output in node.outputs():
+                    depends[output.unique()].update(returned)
+                for parameter in inner.inputs():
+                    depends.setdefault(parameter.unique(), set()).update(inputs + returned)
+            if node.kind() in _MUTATING and inputs:
+                depends.setdefault(inputs[0], set()).update(inputs[1:])
+
+    collect(graph.block())
+    seen, todo = set(), [value.unique() for value in graph.outputs()]
+    while todo:
+        value = todo.pop()
+        if value not in seen:
+            seen.add(value)
+            todo.extend(depends.get(value, ()))
+    return any(value.unique() in seen for value in values)
+
+
 @exercise("7.2 reverse a list with TensorStack in TorchScript")
 def check_reverse(function):
     """`function(tensors)` is scripted, pushes onto a workbook_classes::TensorStack and pops off it, and reverses
-    lists of several lengths (tensors of different shapes)."""
+    lists of several lengths (tensors of different shapes); what it pops must reach the list it returns."""
     import torch
 
     if not isinstance(function, torch.jit.ScriptFunction):
@@ -154,10 +190,16 @@ def check_reverse(function):
         graph = function.inlined_graph
         if "TensorStack" not in str(graph):
             raise Mistake("the scripted graph never uses torch.classes.workbook_classes.TensorStack")
-        if "pop" not in {node.s("name") for node in graph.findAllNodes("prim::CallMethod")}:
+        pops = [node.output() for node in graph.findAllNodes("prim::CallMethod") if node.s("name") == "pop"]
+        if not pops:
             raise Mistake(
                 "reverse never pops from its TensorStack: push every tensor onto the stack, then pop them off "
                 "(the stack is what reverses them)"
+            )
+        if not _reach_the_outputs(graph, pops):
+            raise Mistake(
+                "nothing reverse pops from its TensorStack reaches the list it returns: build the result from "
+                "what pop() returns (the stack is what reverses the tensors)"
             )
         if not isinstance(got, list) or len(got) != length:
             what = f"a list of {len(got)}" if isinstance(got, list) else f"a {type(got).__name__}"
@@ -178,16 +220,24 @@ def _check_calls(scripted, inputs, what: str) -> None:
     """Call `scripted` with each input in turn; each result must be the sum of the inputs so far."""
     import torch
 
+    originals = [x.clone() for x in inputs]
     for step, x in enumerate(inputs, start=1):
+        expected = torch.stack(originals[:step]).sum(dim=0)
         got = _run_scripted(lambda x=x: scripted(x), f"call {step} of the scripted Accumulator ({what})")
-        expected = torch.stack(inputs[:step]).sum(dim=0)
+        for earlier, (given, original) in enumerate(zip(inputs[:step], originals), start=1):
+            if not torch.equal(given, original):
+                raise Mistake(
+                    f"call {step} of the scripted Accumulator ({what}) changed the tensor given to call {earlier}, "
+                    "which the stack holds: sum into a new tensor (no in-place += on the stack's items)"
+                )
         expect_close(got, expected, f"the result of call {step} ({what}: the sum of the {step} input(s) so far)")
 
 
 @exercise("7.3 a TensorStack's state reaches the C++ program")
 def check_accumulator(accumulator_class):
     """`accumulator_class()` keeps its inputs on self.history (a TensorStack); forward(x) returns the sum of all
-    inputs so far, for inputs of any shape and floating dtype; reset() empties the stack and returns how many it
+    inputs so far (the sum of what the stack holds, leaving those tensors unchanged), for inputs of any shape and
+    floating dtype; reset() empties the stack and returns how many it
     held; a saved one continues in C++."""
     import torch
 
@@ -221,6 +271,15 @@ def check_accumulator(accumulator_class):
         fresh_start,
         "the result of the first call after reset()",
     )
+    # The sum must be that of what the stack holds, whoever pushed it: not a running total kept elsewhere.
+    pushed_from_outside, x = torch.randn(shape, generator=generator), torch.randn(shape, generator=generator)
+    scripted.history.push(pushed_from_outside)
+    expect_close(
+        _run_scripted(lambda: scripted(x), "the call after a push onto self.history from Python"),
+        fresh_start + pushed_from_outside + x,
+        "after another tensor was pushed onto self.history from Python, the result of forward (it should be the "
+        "sum of everything the stack holds, computed from its items(), not a total kept beside it)",
+    )
 
     length = _randint(generator, 1, 5)
     doubles = [torch.randn(length, dtype=torch.float64, generator=generator) for _ in range(2)]
@@ -228,6 +287,7 @@ def check_accumulator(accumulator_class):
 
     shape = (_randint(generator, 2, 5), _randint(generator, 2, 5), _randint(generator, 1, 3))
     a, b, c = (torch.randn(shape, generator=generator) for _ in range(3))
+    expected = a + b + c
     fresh = torch.jit.script(accumulator_class())
     fresh(a)
     fresh(b)
@@ -236,4 +296,4 @@ def check_accumulator(accumulator_class):
         raise Mistake(
             f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
         )
-    expect_close(result, a + b + c, "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")
+    expect_close(result, expected, "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")
