@@ -72,6 +72,28 @@ def gated_tanh_with_unmasked_loads(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr
     tl.store(out_ptr + offsets, (2 * tl.sigmoid(2 * a) - 1) * tl.sigmoid(b), mask=offsets < n)
 
 
+@triton.jit
+def gated_tanh_through_exp(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    inside = offsets < n
+    a = tl.load(a_ptr + offsets, mask=inside)
+    b = tl.load(b_ptr + offsets, mask=inside)
+    e = tl.exp(2 * a)  # inf above a = 44, and inf / inf is NaN
+    tl.store(out_ptr + offsets, (e - 1) / (e + 1) * tl.sigmoid(b), mask=inside)
+
+
+@triton.jit
+def _does_nothing(a_ptr, b_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    pass
+
+
+def kernel_with_torch_as_its_launch():
+    """A real @triton.jit object whose launch was swapped for torch calls: the concept skipped, in disguise."""
+    kernel = triton.jit(_does_nothing.fn)
+    kernel.run = lambda a, b, out, n, **launch: out.copy_(torch.tanh(a) * torch.sigmoid(b))
+    return kernel
+
+
 class TorchInDisguise:
     """Launched like a kernel, `kernel[grid](...)`, but computes with torch: the concept skipped."""
 
@@ -80,6 +102,33 @@ class TorchInDisguise:
             out.copy_(torch.tanh(a) * torch.sigmoid(b))
 
         return launch
+
+
+@triton.jit
+def logsumexp_first_block_max(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
+    # Shifted by the first block's maximum only: overflows when the row's largest values come later.
+    row = x_ptr + tl.program_id(0) * row_stride
+    col = tl.arange(0, BLOCK)
+    largest = tl.max(tl.load(row + col, mask=col < columns, other=-float("inf")), axis=0)
+    total = 0.0
+    for start in range(0, columns, BLOCK):
+        col = start + tl.arange(0, BLOCK)
+        total += tl.sum(tl.exp(tl.load(row + col, mask=col < columns, other=-float("inf")) - largest), axis=0)
+    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
+
+
+@triton.jit
+def logsumexp_online_without_rescaling(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
+    # One pass, but the running sum keeps terms taken against an older, smaller maximum.
+    row = x_ptr + tl.program_id(0) * row_stride
+    largest = -float("inf")
+    total = 0.0
+    for start in range(0, columns, BLOCK):
+        col = start + tl.arange(0, BLOCK)
+        x = tl.load(row + col, mask=col < columns, other=-float("inf"))
+        largest = tl.maximum(largest, tl.max(x, axis=0))
+        total += tl.sum(tl.exp(x - largest), axis=0)
+    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
 
 
 def test_gated_tanh_passes_on_the_solution():
@@ -223,6 +272,26 @@ def backward_summed_over_the_batch(ctx, grad):
     return y * (grad - (grad * y).sum(dim=0, keepdim=True))
 
 
+def backward_by_torchs_formula(ctx, grad):
+    (y,) = ctx.saved_tensors
+    return torch.ops.aten._softmax_backward_data(grad, y, 1, y.dtype)
+
+
+def save_input(ctx, inputs, output):
+    ctx.save_for_backward(inputs[0])
+
+
+def backward_through_torch_softmax(ctx, grad):
+    (x,) = ctx.saved_tensors
+    with torch.enable_grad():
+        x = x.detach().requires_grad_()
+        return torch.autograd.grad(torch.softmax(x, dim=1), x, grad)[0]
+
+
+def fake_always_float32(x):
+    return x.new_empty(x.shape, dtype=torch.float32)
+
+
 def test_softmax_op_passes_on_the_solution():
     assert ch11.check_softmax_op(fake_solution, save_output, backward_solution).passed
 
@@ -269,6 +338,34 @@ WRONG_ANSWERS = [
         "torch functions behind a kernel-like launch",
         lambda: ch11.check_gated_tanh(TorchInDisguise()),
         ("should be a @triton.jit kernel", "TorchInDisguise"),
+    ),
+    WrongAnswer(
+        "11.1",
+        "shown sizes only",
+        "tanh through exp, (e^2a - 1) / (e^2a + 1): NaN once exp(2a) overflows",
+        lambda: ch11.check_gated_tanh(gated_tanh_through_exp),
+        ("is nan for a =", "large |a|"),
+    ),
+    WrongAnswer(
+        "11.1",
+        "concept skipped",
+        "a @triton.jit object whose run was replaced by torch calls",
+        lambda: ch11.check_gated_tanh(kernel_with_torch_as_its_launch()),
+        ("launch was replaced",),
+    ),
+    WrongAnswer(
+        "11.2",
+        "wrong math",
+        "shifted by the first block's maximum, not the row's",
+        lambda: ch11.check_logsumexp(logsumexp_first_block_max),
+        ("one rising from -100 to 100", "is inf", "not of its first block"),
+    ),
+    WrongAnswer(
+        "11.2",
+        "wrong math",
+        "one pass without rescaling the running sum when the maximum grows",
+        lambda: ch11.check_logsumexp(logsumexp_online_without_rescaling),
+        ("rows longer than BLOCK", "rescaled"),
     ),
     WrongAnswer(
         "11.2",
@@ -332,6 +429,27 @@ WRONG_ANSWERS = [
         "backward without the row sum: grad * y",
         lambda: ch11.check_softmax_op(fake_solution, save_output, backward_without_the_sum),
         ("the gradient of x", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "11.3",
+        "concept skipped",
+        "backward by aten._softmax_backward_data, not the formula",
+        lambda: ch11.check_softmax_op(fake_solution, save_output, backward_by_torchs_formula),
+        ("torch's own softmax", "_softmax_backward_data"),
+    ),
+    WrongAnswer(
+        "11.3",
+        "concept skipped",
+        "backward by autograd through torch.softmax on the saved input",
+        lambda: ch11.check_softmax_op(fake_solution, save_input, backward_through_torch_softmax),
+        ("torch's own softmax", "_softmax"),
+    ),
+    WrongAnswer(
+        "11.3",
+        "wrong math",
+        "a fake output that is always float32",
+        lambda: ch11.check_softmax_op(fake_always_float32, save_output, backward_solution),
+        ("dtype torch.float32", "torch.float64"),
     ),
     WrongAnswer(
         "11.3",
