@@ -267,6 +267,40 @@ def _cuda_toolkit(wanted: str, needed: str) -> Finding:
     return Finding("CUDA toolkit for torch", f"CUDA {release} in {home}", needed, "", required=False)
 
 
+def check_triton() -> Finding:
+    """Triton (chapter 11): its version, and whether its CPU interpreter runs a kernel here (in a child process,
+    since TRITON_INTERPRET must be set before triton is imported)."""
+    import importlib.metadata
+    import tempfile
+
+    needed = "chapter 11 (on the CPU through its interpreter)"
+    if importlib.util.find_spec("triton") is None:
+        return Finding("Triton", None, needed, SETUP)
+    version, pinned = importlib.metadata.version("triton"), _pinned("triton")
+    if pinned and version != pinned:
+        return Finding("Triton", None, needed, f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+    probe = (
+        "import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport torch, triton, triton.language as tl\n"
+        "@triton.jit\ndef count(out, n, BLOCK: tl.constexpr):\n    i = tl.arange(0, BLOCK)\n"
+        "    tl.store(out + i, i + 1, mask=i < n)\n"
+        "out = torch.zeros(3, dtype=torch.int32)\ncount[(1,)](out, 3, BLOCK=4)\nprint(out.tolist())\n"
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:  # @triton.jit reads its kernel's source file
+        script.write(probe)
+        script.flush()
+        output = _run(sys.executable, script.name) or ""
+    if "[1, 2, 3]" not in output:
+        return Finding(
+            "Triton",
+            None,
+            needed,
+            f"triton {version} is installed, but its interpreter (TRITON_INTERPRET=1) cannot run a kernel "
+            f"here: reinstall it with {SETUP}",
+            problem=True,
+        )
+    return Finding("Triton", f"{version} (its CPU interpreter runs kernels)", needed, SETUP)
+
+
 def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     """Lock files that killed builds left in the workbook's extension build folders (`extensions_dir`:
     a folder of build folders, whose workbook locks are in `<its parent>/locks`).
@@ -387,6 +421,7 @@ CHECKS = (
     check_nvcc,
     check_cuda_home,
     check_gpu,
+    check_triton,
     check_build_locks,
     check_installed_extensions,
 )
