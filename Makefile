@@ -52,6 +52,12 @@ bench: setup
 compile-times: setup
 	$(PY) -m workbook.compile_times
 
+# Your exercises, chapter by chapter: passed, failed, not attempted, or changed since last checked (from the
+# record the checks keep in build/progress.json). Standard library only, so it needs no set-up.
+.PHONY: progress
+progress:
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m workbook.progress
+
 system-packages:
 	@missing=""; \
 	for need in $(SYSTEM_NEEDS); do \
