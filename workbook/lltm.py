@@ -201,7 +201,17 @@ def register_fake_kernels_and_autograd():
     torch.library.register_autograd("wb_lltm::lltm_forward", _forward_backward, setup_context=_forward_setup_context)
     # Without this the default fallback would let a second derivative come out silently as None.
     torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward, setup_context=_backward_setup_context)
+    # Under torch.autocast the ops before the cell may return lower-precision tensors while its
+    # weights stay float32, and the kernels refuse mixed dtypes. Autocast rules: cast every
+    # floating-point input to one dtype first (autocast's default on each device; the kernels take both).
+    for device_type, dtype in AUTOCAST_DTYPES.items():
+        if torch.amp.is_autocast_available(device_type):
+            torch.library.register_autocast("wb_lltm::lltm_forward", device_type, dtype)
     _registered = True
+
+
+# The dtype lltm_forward computes in inside a torch.autocast region, per device type.
+AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 
 
 def make_inputs(

@@ -2,10 +2,10 @@
 //
 // Ops (what Python and C++ users call):
 //
-//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
-//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor
+//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor
+//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)
 //
 //   and for each an overload that accumulates into a tensor the caller owns (torch_scatter's out=):
 //
@@ -13,6 +13,9 @@
 //   wb_scatter::scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()
 //   wb_scatter::scatter_min.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //   wb_scatter::scatter_max.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
+//
+//   dim_size is a SymInt: while torch.compile or torch.export traces a model, it may be a symbol
+//   (see OptionalSymInt below), so the autograd kernels take std::optional<c10::SymInt>.
 //
 //   torch_scatter's semantics: `index` is broadcast against `src` (a 1-D index lines up with `dim`,
 //   a longer one with the leading dimensions; missing trailing dimensions are added), the result
@@ -295,6 +298,13 @@ std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& 
 
 namespace {
 
+// dim_size as the schema declares it (`SymInt?`). Under torch.compile(dynamic=True) and torch.export
+// the autograd kernels run while the graph is traced, and the dim_size they receive may be a symbol
+// (the number of nodes, whatever it is). Taken as int64_t, it would be turned into its current value
+// and guarded on (one compiled graph per value); as a SymInt it flows on, through the calls below, to
+// the fake kernel. The backend kernels (scatter.h) keep int64_t: they only ever run on real tensors.
+using OptionalSymInt = std::optional<c10::SymInt>;
+
 template <typename Signature>
 static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
@@ -305,15 +315,15 @@ static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char*
 // the kernel of the tensors' backend (CPU, CUDA, or the fake kernel under torch.compile) instead
 // of coming back to the autograd kernel that is calling.
 struct SumLikeOp {
-  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)> functional;
+  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, OptionalSymInt)> functional;
   c10::TypedOperatorHandle<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit SumLikeOp(const char* name)
-      : functional(find_op<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(name, "")),
+      : functional(find_op<Tensor(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(name, "")),
         accumulate(find_op<void(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   Tensor below_autograd(const Tensor& src, const Tensor& index, int64_t dim, const std::optional<Tensor>& out,
-                        std::optional<int64_t> dim_size) const {
+                        OptionalSymInt dim_size) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
     accumulate.call(src, index, dim, *out);
@@ -323,17 +333,17 @@ struct SumLikeOp {
 
 // The same for scatter_min or scatter_max: returns (values, argindex).
 struct ArgReduceOp {
-  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>
+  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>
       functional;
   c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit ArgReduceOp(const char* name)
-      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(
+      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(
             name, "")),
         accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
-                                            const std::optional<Tensor>& out, std::optional<int64_t> dim_size) const {
+                                            const std::optional<Tensor>& out, OptionalSymInt dim_size) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
     return {*out, accumulate.call(src, index, dim, *out)};
@@ -343,7 +353,7 @@ struct ArgReduceOp {
 class ScatterSum : public torch::autograd::Function<ScatterSum> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size) {
     static const SumLikeOp op("wb_scatter::scatter_sum");
     Tensor result = op.below_autograd(src, index, dim, out, dim_size);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
@@ -367,7 +377,7 @@ class ScatterSum : public torch::autograd::Function<ScatterSum> {
 class ScatterMean : public torch::autograd::Function<ScatterMean> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size) {
     static const SumLikeOp op("wb_scatter::scatter_mean");
     Tensor result = op.below_autograd(src, index, dim, out, dim_size);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
@@ -395,7 +405,7 @@ template <typename Self>
 class ScatterArgReduce : public torch::autograd::Function<Self> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                               const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                               const std::optional<Variable>& out, OptionalSymInt dim_size) {
     static const ArgReduceOp op(Self::name);
     auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size);
     dim = wrap_dim(src, dim);
@@ -451,7 +461,7 @@ static void check_out_for_autograd(const Tensor& src, const Tensor& out) {
 }
 
 // The Autograd kernels: each overload applies its op's Function.
-static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
   return ScatterSum::apply(src, index, dim, std::nullopt, dim_size);
 }
@@ -460,7 +470,7 @@ static void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64
   check_out_for_autograd(src, out);
   ScatterSum::apply(src, index, dim, out, std::nullopt);
 }
-static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
   return ScatterMean::apply(src, index, dim, std::nullopt, dim_size);
 }
@@ -471,7 +481,7 @@ static void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int6
 }
 template <typename F>
 static std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim,
-                                             std::optional<int64_t> dim_size) {
+                                             OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
   variable_list result = F::apply(src, index, dim, std::nullopt, dim_size);
   return {result[0], result[1]};
@@ -487,10 +497,10 @@ static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int6
 }  // namespace wb_scatter
 
 TORCH_LIBRARY(wb_scatter, m) {
-  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
-  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
-  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
-  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor");
+  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor");
+  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)");
   m.def("scatter_sum.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
   m.def("scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
   m.def("scatter_min.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor");
