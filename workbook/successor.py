@@ -111,8 +111,12 @@ def dispatcher_figure():
     kernels = [
         (1.6, "CPU kernel (C++)\nTORCH_LIBRARY_IMPL\n(..., CPU, m)", "#e3f4e1", 2.6),
         (4.4, "CUDA kernel (C++)\nTORCH_LIBRARY_IMPL\n(..., CUDA, m)", "#e3f4e1", 2.6),
-        (7.85, "fake kernel (Python), register_fake:\nshapes, dtypes and strides only;\n"
-               "it also serves the Meta key", "#ece3f4", 3.9),
+        (
+            7.85,
+            "fake kernel (Python), register_fake:\nshapes, dtypes and strides only;\nit also serves the Meta key",
+            "#ece3f4",
+            3.9,
+        ),
     ]
     for x, text, colour, width in kernels:
         box(x, 0.6, width, text, colour, height=1.0)
@@ -248,6 +252,71 @@ def int_schema_ops():
             library.impl(name, overload, "CompositeImplicitAutograd")
         _int_schema_library = library
     return torch.ops.wb_ch08_int
+
+
+# ---- out= ops, and what is not one ------------------------------------------------------------------
+
+_mutating_ops = None
+
+
+def mutating_ops():
+    """Three Python ops around wb_scatter's scatter_sum, on the ways an op can write into a tensor it is given
+    (defined once per process; the namespace is wb_ch08_out):
+
+    scatter_sum_out   an out= op, tagged torch.Tag.out: it writes `out` and never reads it (out's old
+                      values are dropped), and returns it. torch generates its fake kernel from the schema.
+    scatter_sum_into  the accumulate overload (it adds into out, so it reads it) mislabelled with
+                      torch.Tag.out: a promise compiled code relies on, and opcheck catches.
+    scatter_sum_maybe one op for both calls, `Tensor(a!)? out=None -> Tensor(a!)`: the result is out when
+                      given, else a new tensor (the "maybe-out" pattern).
+
+    Returns torch.ops.wb_ch08_out.
+    """
+    import torch
+
+    global _mutating_ops
+    if _mutating_ops is None:
+        from . import scatter
+
+        ops = scatter.load()
+
+        # The schemas are spelled out: this module's annotations are strings (from __future__ import annotations).
+        out_schema = "(Tensor src, Tensor index, int dim, *, Tensor(a!) out) -> Tensor(a!)"
+
+        @torch.library.custom_op(
+            "wb_ch08_out::scatter_sum_out", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
+        )
+        def scatter_sum_out(src, index, dim, *, out):
+            ops.scatter_sum.accumulate(src, index, dim, out.zero_())  # write-only: out's old values are dropped
+            return out
+
+        @torch.library.custom_op(
+            "wb_ch08_out::scatter_sum_into", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
+        )
+        def scatter_sum_into(src, index, dim, *, out):
+            ops.scatter_sum.accumulate(src, index, dim, out)  # adds to out's values: reads them
+            return out
+
+        library = torch.library.Library("wb_ch08_out", "FRAGMENT")
+        library.define("scatter_sum_maybe(Tensor src, Tensor index, int dim=-1, *, Tensor(a!)? out=None) -> Tensor(a!)")
+
+        def scatter_sum_maybe(src, index, dim=-1, *, out=None):
+            if out is None:
+                return ops.scatter_sum(src, index, dim, None)
+            ops.scatter_sum.accumulate(src, index, dim, out)
+            return out
+
+        def fake_scatter_sum_maybe(src, index, dim=-1, *, out=None):
+            if out is not None:
+                return out
+            shape = list(src.shape)
+            shape[dim] = torch.library.get_ctx().new_dynamic_size()
+            return src.new_empty(shape)
+
+        library.impl("scatter_sum_maybe", scatter_sum_maybe, "CompositeExplicitAutograd")
+        torch.library.register_fake("wb_ch08_out::scatter_sum_maybe", fake_scatter_sum_maybe, lib=library)
+        _mutating_ops = (scatter_sum_out, scatter_sum_into, library)  # kept: dropping them removes the ops
+    return torch.ops.wb_ch08_out
 
 
 # ---- a fresh custom op per call, for the exercises ---------------------------------------------------
@@ -466,8 +535,8 @@ def check_inputs(contract, inputs) -> None:
             raise ValueError(f"{what} is on {value.device}, but the package was compiled for {entry['device']}")
         if value.dim() != len(entry["sizes"]):
             raise ValueError(
-                f"{what} has {value.dim()} dimensions (shape {tuple(value.shape)}), but the package "
-                f"expects {len(entry['sizes'])}"
+                f"{what} is {value.dim()}-D (shape {tuple(value.shape)}), but the package expects a "
+                f"{len(entry['sizes'])}-D tensor"
             )
         for d, (size, (low, high)) in enumerate(zip(value.shape, entry["sizes"])):
             if size < low or (high is not UNBOUNDED and size > high):

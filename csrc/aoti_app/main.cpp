@@ -100,8 +100,8 @@ void check_inputs(const std::vector<InputContract>& contract, const std::vector<
                 expected.dtype, " (it would read the bytes as ", expected.dtype, ")");
     TORCH_CHECK(input.device().type() == c10::Device(expected.device).type(), what, " is on ", input.device(),
                 ", but the package was compiled for ", expected.device);
-    TORCH_CHECK(input.dim() == static_cast<int64_t>(expected.sizes.size()), what, " has ", input.dim(),
-                " dimensions (shape ", input.sizes(), "), but the package expects ", expected.sizes.size());
+    TORCH_CHECK(input.dim() == static_cast<int64_t>(expected.sizes.size()), what, " is ", input.dim(), "-D (shape ",
+                input.sizes(), "), but the package expects a ", expected.sizes.size(), "-D tensor");
     for (int64_t d = 0; d < input.dim(); ++d) {
       const auto [low, high] = expected.sizes[d];
       const int64_t size = input.size(d);

@@ -338,8 +338,8 @@ struct ArgReduceOp {
   c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit ArgReduceOp(const char* name)
-      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(
-            name, "")),
+      : functional(
+            find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(name, "")),
         accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
