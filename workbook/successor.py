@@ -95,7 +95,7 @@ def dispatcher_figure():
         5,
         3.6,
         7.4,
-        "dispatcher: picks a kernel from the arguments' dispatch keys\n(device, requires_grad, fake tensor, ...)",
+        "dispatcher: picks a kernel from the arguments' dispatch keys\n(device, Autograd, fake or meta, ...)",
         "#fff4d6",
         height=0.75,
     )
@@ -123,7 +123,7 @@ def dispatcher_figure():
         arrow((5, 2.1), (x, 1.15))
     arrow((5, 5.43), (5, 5.09), "the Python binding matches the arguments to an overload")
     arrow((5, 4.31), (5, 3.99))
-    arrow((5, 3.21), (5, 2.89), "an input requires grad (else straight below)")
+    arrow((5, 3.21), (5, 2.89), "every ordinary tensor has the Autograd key (it records only if one requires grad)")
     for x, text in [(3.0, "real tensors: by device"), (7.85, "torch.compile / torch.export: fake or meta tensors")]:
         axes.text(
             x,
@@ -147,6 +147,125 @@ def show_dispatcher():
     buffer = io.BytesIO()
     dispatcher_figure().savefig(buffer, format="png", dpi=90)
     return Image(data=buffer.getvalue())
+
+
+def _boxes_figure(width, height, xlim, ylim):
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height))
+    axes = figure.add_subplot()
+    axes.set_xlim(*xlim)
+    axes.set_ylim(*ylim)
+    axes.axis("off")
+    return figure, axes
+
+
+def stable_abi_figure():
+    """Two ways from an extension into libtorch: ATen's C++ classes, or the stable ABI's C functions."""
+    from . import figures
+
+    figure, axes = _boxes_figure(10, 4.8, (0, 10), (-0.2, 5.2))
+    columns = [
+        (
+            2.6,
+            "csrc/scatter: wb_scatter",
+            [
+                ("your kernels and autograd (C++)", "#e3f4e1"),
+                ("ATen's C++ API: at::Tensor, TORCH_LIBRARY,\nautograd::Function, TensorIterator", "#e8eef7"),
+                ("C++ symbols of libtorch (mangled names:\nclass layouts of this one torch build)", "#fde2e2"),
+            ],
+            "a build per torch version (and per Python\nversion for a Python extension module)",
+        ),
+        (
+            7.4,
+            "csrc/scatter_stable: wb_scatter_stable",
+            [
+                ("your kernels (C++); autograd and fake\nkernels in Python", "#e3f4e1"),
+                ("header-only wrappers: torch::stable::Tensor,\nSTABLE_TORCH_LIBRARY, torch/headeronly", "#e8eef7"),
+                ("C functions of the shim (aoti_torch_*,\ntorch_*): a C ABI torch keeps stable", "#fff4d6"),
+            ],
+            "one abi3 wheel: CPython >= 3.10, and the torch\nit was built for and later ones (the ABI's promise)",
+        ),
+    ]
+    for x, title, layers, result in columns:
+        axes.text(x, 4.95, title, ha="center", fontsize=9, weight="bold")
+        for row, (text, colour) in enumerate(layers):
+            figures.draw_box(axes, x, 4.25 - 1.05 * row, 4.4, 0.75, text, colour, fontsize=7.5)
+            if row:
+                axes.annotate(
+                    "",
+                    xy=(x, 4.25 - 1.05 * row + 0.38),
+                    xytext=(x, 4.25 - 1.05 * (row - 1) - 0.38),
+                    arrowprops={"arrowstyle": "->", "color": "#333333"},
+                )
+        axes.annotate("", xy=(x, 1.21), xytext=(x, 1.77), arrowprops={"arrowstyle": "->", "color": "#333333"})
+        figures.draw_box(axes, x, 0.9, 4.4, 0.6, "libtorch_cpu.so, libc10.so", "#f2f2f2", fontsize=7.5)
+        axes.text(x, 0.5, result, ha="center", va="top", fontsize=7.5, color="#444444")
+    figure.tight_layout()
+    return figure
+
+
+def show_stable_abi():
+    from . import figures
+
+    return figures.as_image(stable_abi_figure())
+
+
+def migration_figure():
+    """Chapters 06-07's TorchScript pipeline above its successor, step for step."""
+    from . import figures
+
+    figure, axes = _boxes_figure(10.8, 3.4, (0, 10.8), (0, 3.6))
+    steps = ["the model\n(Python)", "capture", "save", "run in C++", "op library in\nthe C++ program"]
+    rows = [
+        (
+            2.6,
+            "TorchScript\n(chapters 06-07)",
+            "#fde2e2",
+            [
+                "nn.Module",
+                "torch.jit.script\nor torch.jit.trace",
+                "torch.jit.save\n-> model.pt",
+                "torch::jit::load\nmodule.forward(IValues)",
+                "linked with\n-Wl,--no-as-needed",
+            ],
+        ),
+        (
+            0.9,
+            "successors\n(this chapter)",
+            "#e3f4e1",
+            [
+                "nn.Module",
+                "torch.export.export\n(+ dynamic_shapes)",
+                "aoti_compile_and_\npackage -> .pt2",
+                "AOTIModelPackageLoader\n.run(vector<Tensor>)",
+                "dlopen(RTLD_NOW |\nRTLD_GLOBAL) first",
+            ],
+        ),
+    ]
+    xs = [2.0, 4.0, 6.0, 8.05, 9.85]
+    widths = [1.5, 1.8, 1.8, 2.1, 1.3]
+    for x, step in zip(xs, steps):
+        axes.text(x, 3.45, step, ha="center", va="top", fontsize=7.5, color="#444444")
+    for y, label, colour, cells in rows:
+        axes.text(0.55, y, label, ha="center", va="center", fontsize=8, weight="bold")
+        for i, (x, width, text) in enumerate(zip(xs, widths, cells)):
+            figures.draw_box(axes, x, y, width, 0.8, text, colour, fontsize=6.8)
+            if 0 < i < 4:
+                axes.annotate(
+                    "",
+                    xy=(x - width / 2, y),
+                    xytext=(xs[i - 1] + widths[i - 1] / 2, y),
+                    arrowprops={"arrowstyle": "->", "color": "#333333"},
+                )
+    figure.tight_layout()
+    return figure
+
+
+def show_migration():
+    from . import figures
+
+    return figures.as_image(migration_figure())
 
 
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------
@@ -283,6 +402,7 @@ def mutating_ops():
         # The schemas are spelled out: this module's annotations are strings (from __future__ import annotations).
         out_schema = "(Tensor src, Tensor index, int dim, *, Tensor(a!) out) -> Tensor(a!)"
 
+        # An out= op: it writes out and never reads it.
         @torch.library.custom_op(
             "wb_ch08_out::scatter_sum_out", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
         )
@@ -290,6 +410,7 @@ def mutating_ops():
             ops.scatter_sum.accumulate(src, index, dim, out.zero_())  # write-only: out's old values are dropped
             return out
 
+        # The same promise, broken: this one reads out.
         @torch.library.custom_op(
             "wb_ch08_out::scatter_sum_into", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
         )
