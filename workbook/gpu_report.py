@@ -5,9 +5,10 @@
 
 1. the machine: torch, CUDA, GPU, nvcc;
 2. the compile-only check of every .cu under csrc/ (what CI runs without a GPU);
-3. a build of wb_lltm and wb_scatter *with* their CUDA kernels (stops here if CUDA cannot be built);
-4. the GPU tests (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py), the compile tests and the emulated-kernel tests;
-   then the scatter and LLTM ops under torch.compile(mode="reduce-overhead") against eager (chapter 08);
+3. a build of wb_lltm, wb_scatter and wb_scatter_stable *with* their CUDA kernels (stops here if CUDA cannot be built);
+4. the GPU tests (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py, tests/test_scatter_stable_cuda.py), the
+   compile tests and the emulated-kernel tests; then the scatter and LLTM ops under
+   torch.compile(mode="reduce-overhead") against eager (chapter 08);
 5. chapter 05, solutions and learner notebook, through nbval (stored outputs come from a CPU
    machine; cells whose output depends on the machine are marked to be ignored);
 6. timings: LLTM forward+backward and the scatter ops on the CPU and on the GPU, and scatter_sum's
@@ -205,18 +206,21 @@ def main(argv=None) -> int:
         print(f"\nCUDA kernels cannot be built here ({why}); steps 3-6 need a CUDA build of torch and nvcc.")
         return 1
 
-    _step("3. build wb_lltm and wb_scatter with their CUDA kernels")
-    from . import lltm, scatter
+    _step("3. build wb_lltm, wb_scatter and wb_scatter_stable with their CUDA kernels")
+    from . import lltm, scatter, stable
 
     started = time.perf_counter()
     lltm.load_extension()
     scatter.load()
+    stable.load()
     print(f"built/loaded in {time.perf_counter() - started:.0f} s")
     for op in (
         "wb_lltm::lltm_forward",
         "wb_lltm::lltm_backward",
         "wb_scatter::scatter_sum",
         "wb_scatter::scatter_max.accumulate",
+        "wb_scatter_stable::scatter_sum",
+        "wb_scatter_stable::scatter_max.accumulate",
     ):
         has_cuda = torch._C._dispatch_has_kernel_for_dispatch_key(op, "CUDA")
         print(f"{op}: CUDA kernel registered: {has_cuda}")
@@ -225,7 +229,13 @@ def main(argv=None) -> int:
 
     _step("4. GPU tests, compile tests, emulated-kernel tests")
     pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly"]
-    gpu_tests = ["test_lltm_cuda.py", "test_scatter_cuda.py", "test_cuda_compile.py", "test_cuda_emulated.py"]
+    gpu_tests = [
+        "test_lltm_cuda.py",
+        "test_scatter_cuda.py",
+        "test_scatter_stable_cuda.py",
+        "test_cuda_compile.py",
+        "test_cuda_emulated.py",
+    ]
     if not _run(pytest + [f"tests/{name}" for name in gpu_tests]):
         failures.append("tests")
 

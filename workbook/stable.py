@@ -3,6 +3,8 @@
     from workbook import stable
     ops = stable.load()                  # torch.ops.wb_scatter_stable; builds the wheel the first time
     out = ops.scatter_sum(src, index, 0, None)
+    import wb_scatter_stable             # after load(): torch_scatter's signature, out= included
+    values, argindex = wb_scatter_stable.scatter_max(src, index, 0, out=start)
     stable.wheel_tag()                   # 'cp310-abi3-linux_x86_64': one wheel for CPython >= 3.10
     stable.compile_times()               # seconds per translation unit, stable vs ATen, from ninja's logs
     stable.cold_compile_times("stable")  # compile each TU again, ccache off, in a throw-away folder
@@ -13,9 +15,10 @@ build/stable/dist/wb_scatter_stable-0.1.0-cp310-abi3-linux_x86_64.whl (setuptool
 log stay in build/stable/setuptools/), and `pip install --target build/stable/site` unpacks it into a
 private folder, never the project's environment. A hash of csrc/scatter_stable/'s sources is
 stored with the install: an unchanged source tree is neither rebuilt nor reinstalled (~0.1 s), an
-edit rebuilds (15-25 s here with ccache off, a few seconds on ccache hits). `load()` puts
-build/stable/site on sys.path and imports `wb_scatter_stable`, whose __init__ loads the library and
-registers the ops' fake kernels and autograd in Python (the stable ABI has no C++ autograd). The
+edit rebuilds (about a minute here with ccache off, a few seconds on ccache hits; the CUDA kernel is
+compiled only where torch has CUDA). `load()` puts build/stable/site on sys.path and imports
+`wb_scatter_stable`, whose __init__ loads the library and registers the ops' fake kernels and autograd
+in Python (wb_scatter_stable/ops.py: the stable ABI has no C++ autograd). The
 stable namespace differs from the ATen one (`wb_scatter`), so both libraries can be loaded in one
 process.
 

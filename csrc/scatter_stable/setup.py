@@ -11,29 +11,47 @@ Two promises, two switches:
 - -DTORCH_TARGET_VERSION=0x020a000000000000: build for the stable ABI of torch 2.10 and later. With
   it defined, every non-stable torch header (ATen, c10, torch/library.h) is an #error, and stable
   APIs newer than 2.10 are hidden, so the library can only use what libtorch 2.10 already offers.
+
+The CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit is found; set
+WB_SCATTER_CPU_ONLY=1 to leave them out. -DUSE_CUDA declares the CUDA part of the C shim
+(aoti_torch_get_current_cuda_stream, torch_c10_cuda_check_msg).
 """
 
+import os
 from pathlib import Path
 
+import torch
 from setuptools import setup
-from torch.utils.cpp_extension import BuildExtension, CppExtension
+from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
 TORCH_TARGET_VERSION = "0x020a000000000000"  # [major 2][minor 10][patch 0][abi tag 0], one byte each from the top
 PYTHON_ABI = "cp310"  # matches cpp_extension's min_supported_cpython (0x030A0000)
+CPU_SOURCES = ["scatter_stable.cpp", "cpu/scatter_stable_cpu.cpp"]  # relative to setup.py, as setuptools wants
+CUDA_SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "cuda").glob("*.cu"))
+with_cuda = (
+    bool(CUDA_SOURCES)
+    and torch.version.cuda is not None
+    and CUDA_HOME is not None
+    and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0")
+)
 
-extension = CppExtension(
+# -g0: setuptools adds -g, which only makes the build slower here. No -fopenmp: the stable
+# parallel_for runs on libtorch's own thread pool.
+# -fvisibility=hidden: torch::stable and torch::headeronly are hidden namespaces (every
+# extension keeps its own copy of that code, so extensions built against different torch
+# versions can share a process); our types, which hold torch::stable::Tensor, follow suit
+# (else gcc warns), and the library exports nothing: libtorch finds the ops through the
+# registrations its static initialisers make.
+target = f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"
+cxx_flags = ["-O3", "-g0", "-fvisibility=hidden", target]
+nvcc_flags = ["-O3", "-Xcompiler", "-fvisibility=hidden", target, "-DUSE_CUDA"]
+Extension = CUDAExtension if with_cuda else CppExtension
+extension = Extension(
     # Loaded with torch.ops.load_library: it registers ops and defines no Python module.
     name="wb_scatter_stable._C",
-    sources=["scatter_stable.cpp", "cpu/scatter_cpu.cpp"],  # relative to setup.py, as setuptools wants
-    # -g0: setuptools adds -g, which only makes the build slower here. No -fopenmp: the stable
-    # parallel_for runs on libtorch's own thread pool.
-    # -fvisibility=hidden: torch::stable and torch::headeronly are hidden namespaces (every
-    # extension keeps its own copy of that code, so extensions built against different torch
-    # versions can share a process); our types, which hold torch::stable::Tensor, follow suit
-    # (else gcc warns), and the library exports nothing: libtorch finds the ops through the
-    # registrations its static initialisers make.
-    extra_compile_args=["-O3", "-g0", "-fvisibility=hidden", f"-DTORCH_TARGET_VERSION={TORCH_TARGET_VERSION}"],
+    sources=CPU_SOURCES + (CUDA_SOURCES if with_cuda else []),
+    extra_compile_args={"cxx": cxx_flags, "nvcc": nvcc_flags} if with_cuda else cxx_flags,
     py_limited_api=True,
 )
 
