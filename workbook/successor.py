@@ -149,22 +149,11 @@ def show_dispatcher():
     return Image(data=buffer.getvalue())
 
 
-def _boxes_figure(width, height, xlim, ylim):
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width, height))
-    axes = figure.add_subplot()
-    axes.set_xlim(*xlim)
-    axes.set_ylim(*ylim)
-    axes.axis("off")
-    return figure, axes
-
-
 def stable_abi_figure():
     """Two ways from an extension into libtorch: ATen's C++ classes, or the stable ABI's C functions."""
     from . import figures
 
-    figure, axes = _boxes_figure(10, 4.8, (0, 10), (-0.2, 5.2))
+    figure, axes = figures._canvas(10, 4.8, (0, 10), (-0.2, 5.2))
     columns = [
         (
             2.6,
@@ -215,7 +204,7 @@ def migration_figure():
     """Chapters 06-07's TorchScript pipeline above its successor, step for step."""
     from . import figures
 
-    figure, axes = _boxes_figure(10.8, 3.4, (0, 10.8), (0, 3.6))
+    figure, axes = figures._canvas(10.8, 3.4, (0, 10.8), (0, 3.6))
     steps = ["the model\n(Python)", "capture", "save", "run in C++", "op library in\nthe C++ program"]
     rows = [
         (
@@ -266,6 +255,21 @@ def show_migration():
     from . import figures
 
     return figures.as_image(migration_figure())
+
+
+def source_diff(left, right, *, context: int = 1) -> None:
+    """Print a unified diff of two excerpts, each (path, start, stop) as `torchscript.show_source` takes them:
+    the lines from the first containing `start` up to the next containing `stop`."""
+    import difflib
+
+    def excerpt(path, start, stop):
+        lines = (REPO_ROOT / path).read_text().splitlines()
+        first = next(i for i, line in enumerate(lines) if start in line)
+        last = next(i for i, line in enumerate(lines) if i > first and stop in line)
+        return lines[first:last]
+
+    diff = difflib.unified_diff(excerpt(*left), excerpt(*right), left[0], right[0], lineterm="", n=context)
+    print("\n".join(diff))
 
 
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------
