@@ -5,7 +5,9 @@
 
 SHELL := /bin/bash
 PYTHON ?= python3
-VENV := .venv
+# TORCH_VERSION (set by `make test-torch`) selects another torch than requirements.txt's, in a venv of its own.
+TORCH_VERSION ?=
+VENV := $(if $(TORCH_VERSION),.venv-torch-$(TORCH_VERSION),.venv)
 PY := $(VENV)/bin/python
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
@@ -14,7 +16,7 @@ SYSTEM_NEEDS := g++:g++ cmake:cmake ninja-build:ninja ccache:ccache make:make \
                 libopencv-dev:/usr/include/opencv4/opencv2/core.hpp python3-venv:ensurepip \
                 chromium:chromium
 
-.PHONY: setup lab test notebooks bench compile-times system-packages
+.PHONY: setup lab test test-torch notebooks bench compile-times system-packages
 
 setup: system-packages $(VENV)/.installed
 
@@ -25,8 +27,18 @@ lab: setup
 
 # Two workers (pytest-xdist): one compiles while the other runs Python; workbook/suite_groups.py hands
 # them whole chapters (a chapter's notebooks and the tests that share its files under build/ run on one).
+# PYTEST_ARGS replaces the default arguments, e.g. make test PYTEST_ARGS=tests/test_build.py
+PYTEST_ARGS ?= -n 2
 test: setup
-	$(PY) -m pytest -n 2
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The whole suite against another torch, outside `make test`:  make test-torch VERSION=2.14.1
+# That torch as pip picks it (on Linux: its CUDA wheel) and the rest of requirements.txt go into
+# .venv-torch-<VERSION>/; everything is built under build-torch-<VERSION>/, never in build/ (both are git-ignored).
+# Stored notebook outputs are the pinned torch's: see README's "Other torch versions" for what differs.
+test-torch:
+	@[ -n "$(VERSION)" ] || { echo "Say which torch: make test-torch VERSION=2.14.1"; exit 1; }
+	TORCH_VERSION=$(VERSION) WORKBOOK_BUILD_DIR=$(CURDIR)/build-torch-$(VERSION) $(MAKE) --no-print-directory test
 
 # Regenerate notebooks/ from solutions/ (never over a learner's edits) and store real outputs.
 notebooks: setup
@@ -66,7 +78,8 @@ system-packages:
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV) with $(PYTHON) -m venv."; exit 1; }
 	@# On a terminal pip shows its download progress (torch is a large download); in logs it stays quiet.
-	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check -r requirements.txt
+	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check \
+	  $(if $(TORCH_VERSION),torch==$(TORCH_VERSION) -r <(grep -v '^torch==' requirements.txt),-r requirements.txt)
 	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "workbook.pth").write_text("$(CURDIR)\n")'
 	@cp requirements.txt $@
 

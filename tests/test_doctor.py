@@ -55,6 +55,15 @@ def test_torch_version_other_than_the_pinned_one_is_flagged(monkeypatch):
     assert not finding.ok and "tested with 9.9.9" in finding.fix
 
 
+def test_a_checked_torch_version_is_accepted_with_what_differs(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(doctor, "_pinned", lambda package: "2.13.0")
+    monkeypatch.setattr(torch, "__version__", "2.14.1+cu130")
+    finding = doctor.check_torch()
+    assert finding.ok and finding.found.startswith("2.14.1+cu130 (checked; outputs shown are 2.13.0's. Differs: ")
+
+
 @pytest.fixture
 def cpu_only_torch(monkeypatch):
     import torch
@@ -102,9 +111,11 @@ def test_cuda_home_is_not_asked_for_by_a_cpu_only_torch(cpu_only_torch):
 
 @pytest.fixture
 def cuda_torch(monkeypatch):
+    """A CUDA build of torch that sees a GPU."""
     import torch
 
     monkeypatch.setattr(torch.version, "cuda", "13.0")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.delenv("CUDA_PATH", raising=False)
 
 
@@ -125,7 +136,7 @@ def test_cuda_home_of_another_major_version_is_named(cuda_torch, monkeypatch, tm
 def test_cuda_home_matching_torch_is_fine(cuda_torch, monkeypatch, tmp_path):
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     monkeypatch.setattr(doctor, "_run", lambda *command: "Cuda compilation tools, release 13.0, V13.0.48\n")
-    assert doctor.check_cuda_home().found == f"CUDA 13.0 in {tmp_path}"
+    assert doctor.check_cuda_home().found == f"CUDA 13.0 in {tmp_path}: the CUDA kernels are built"
 
 
 def test_no_cuda_toolkit_at_all_is_named(cuda_torch, monkeypatch):
@@ -141,19 +152,72 @@ class _PathWithoutUsrLocalCuda(type(doctor.Path())):
         return str(self) != "/usr/local/cuda" and super().exists()
 
 
-def test_a_stale_build_lock_is_found_and_a_held_one_is_not(tmp_path, monkeypatch):
+@pytest.fixture
+def cuda_torch_without_a_gpu(cuda_torch, monkeypatch, tmp_path):
+    import torch
+
     from workbook import build
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delenv(build.BUILD_CUDA_SWITCH, raising=False)
+    monkeypatch.setenv("CUDA_HOME", str(tmp_path))
+
+
+def test_a_cuda_torch_without_a_gpu_builds_cpu_kernels_and_names_the_switch(cuda_torch_without_a_gpu, monkeypatch):
+    monkeypatch.setattr(doctor, "_run", lambda *command: "Cuda compilation tools, release 13.0, V13.0.48\n")
+    finding = doctor.check_cuda_home()
+    assert finding.ok and finding.found.endswith(
+        "; this torch sees no GPU, so extensions get their CPU kernels only "
+        "(WORKBOOK_BUILD_CUDA=1 builds the CUDA kernels too, to check them)"
+    )
+
+
+def test_without_a_gpu_a_missing_toolkit_is_only_needed_for_the_compile_check(cuda_torch_without_a_gpu, monkeypatch):
+    monkeypatch.setattr(doctor, "_run", lambda *command: None)
+    finding = doctor.check_cuda_home()
+    assert not finding.ok and not finding.problem and finding.fix == ""
+    assert "to check the CUDA kernels (WORKBOOK_BUILD_CUDA=1): CUDA_HOME=" in doctor.report([finding])
+
+
+def test_the_switch_without_a_gpu_says_which_architecture_is_checked(cuda_torch_without_a_gpu, monkeypatch):
+    from workbook import build
+
+    monkeypatch.setenv(build.BUILD_CUDA_SWITCH, "1")
+    monkeypatch.setattr(doctor, "_run", lambda *command: "Cuda compilation tools, release 13.0, V13.0.48\n")
+    monkeypatch.setattr(build, "compile_check_arch", lambda: "12.0")
+    assert "compiled for architecture 12.0 to check them, not run" in doctor.check_cuda_home().found
+
+
+@pytest.fixture
+def lock_files(tmp_path, monkeypatch):
+    """Build folders under tmp_path/build/torch_extensions with a `lock` file each."""
     monkeypatch.setattr(doctor, "REPO_ROOT", tmp_path)
     extensions = tmp_path / "build" / "torch_extensions"
-    for name in ("interrupted", "busy"):
+    for name in ("killed", "busy", "torch_building"):
         (extensions / name).mkdir(parents=True)
         (extensions / name / "lock").touch()
-    assert doctor.check_build_locks().ok is False
-    with build.exclusive(tmp_path / "build" / "locks" / "busy.flock"):
-        finding = doctor.check_build_locks()
+    return extensions
+
+
+def test_up_to_torch_2_13_a_lock_file_nobody_holds_is_stale(lock_files, monkeypatch):
+    from workbook import build
+
+    monkeypatch.setattr(build, "torch_lock_file_stays", lambda: False)
+    with (
+        build.exclusive(lock_files.parent / "locks" / "busy.flock"),
+        build.exclusive(lock_files / "torch_building" / "lock"),
+    ):
+        finding = doctor.check_build_locks(lock_files)
     assert not finding.ok and finding.problem
-    assert "rm build/torch_extensions/interrupted/lock" in finding.fix and "busy" not in finding.fix
+    assert finding.fix.startswith("killed builds left 1 lock file(s) that nothing holds now")
+    assert finding.fix.endswith(": rm build/torch_extensions/killed/lock")
+
+
+def test_from_torch_2_14_a_lock_file_is_never_stale(lock_files, monkeypatch):
+    from workbook import build
+
+    monkeypatch.setattr(build, "torch_lock_file_stays", lambda: True)
+    assert doctor.check_build_locks(lock_files).found == "none"
 
 
 def test_no_lock_files_is_fine(tmp_path):
@@ -172,7 +236,7 @@ def test_a_package_the_workbook_put_on_sys_path_from_build_is_not_counted_as_ins
     from importlib.machinery import ModuleSpec
 
     in_build = ModuleSpec(
-        "wb_scatter_stable", None, origin=str(doctor.REPO_ROOT / "build/stable/site/wb_scatter_stable/x.py")
+        "wb_scatter_stable", None, origin=str(doctor.BUILD_DIR / "stable/site/wb_scatter_stable/x.py")
     )
     monkeypatch.setattr(
         doctor.importlib.util, "find_spec", lambda name: in_build if name == "wb_scatter_stable" else None
@@ -187,6 +251,9 @@ def test_no_installed_package_is_fine(monkeypatch):
 
 
 def test_required_problems_reach_the_summary_and_optional_ones_do_not(cuda_torch, monkeypatch, tmp_path):
+    from workbook import build
+
+    monkeypatch.setattr(build, "torch_lock_file_stays", lambda: False)
     monkeypatch.setenv("CUDA_HOME", str(tmp_path))
     monkeypatch.setattr(doctor, "_run", lambda *command: None)
     (tmp_path / "build" / "torch_extensions" / "interrupted").mkdir(parents=True)

@@ -24,11 +24,9 @@ def pip_pins():
 
 
 def conda_pins():
-    return dict(
-        re.findall(
-            r"^\s+- ([A-Za-z0-9_.-]+)=([0-9][^\s=]*)\s*$", (REPO_ROOT / "environment.yml").read_text(), re.MULTILINE
-        )
-    )
+    """conda-forge packages (`- name=version`) and those its pip section installs (`- name==version`)."""
+    text = (REPO_ROOT / "environment.yml").read_text()
+    return dict(re.findall(r"^\s+- ([A-Za-z0-9_.-]+)==?([0-9][^\s=]*)\s*$", text, re.MULTILINE))
 
 
 def test_every_pip_requirement_is_pinned_exactly():

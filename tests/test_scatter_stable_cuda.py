@@ -183,12 +183,13 @@ def test_arguments_on_two_devices_raise_naming_the_argument():
 
 
 @needs_two_gpus
-@pytest.mark.parametrize("name", OPS)
-def test_on_the_second_gpu_runs_there(name):
-    src = integer_valued((20, 3), torch.float32, seed=15)
-    index = torch.randint(0, 4, (20, 3), generator=torch.Generator().manual_seed(16))
-    expected = as_tuple(op(name)(src, index, 0))
-    with torch.cuda.device(0):
-        got = as_tuple(op(name)(src.to("cuda:1"), index.to("cuda:1"), 0))
-    assert all(t.device == torch.device("cuda:1") for t in got)
-    assert_equal(tuple(t.cpu() for t in got), expected, f"scatter_{name} on cuda:1")
+def test_on_the_second_gpu_it_runs_there_whatever_the_current_device():
+    """DeviceGuard and the stream of src's device: tensors on cuda:1 while cuda:0 is the current device."""
+    src = integer_valued((20, 3), torch.float32, seed=15).to("cuda:1")
+    index = torch.randint(0, 4, (20, 3), generator=torch.Generator().manual_seed(16)).to("cuda:1")
+    for name in OPS:
+        with torch.cuda.device(0):
+            got = as_tuple(op(name)(src, index, 0, None, 5))  # dim_size given: the bad-index check reads back too
+        assert all(t.device == src.device for t in got)
+        expected = as_tuple(getattr(scatter, f"scatter_{name}")(src.cpu(), index.cpu(), 0, None, 5))
+        assert_equal(tuple(t.cpu() for t in got), expected, f"scatter_{name} on cuda:1")

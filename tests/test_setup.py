@@ -3,6 +3,8 @@
 import os
 import shutil
 import subprocess
+import sys
+from pathlib import Path
 
 from workbook import REPO_ROOT
 
@@ -37,8 +39,9 @@ def fake_bin(tmp_path, *, fakes):
 
 
 def test_set_up_is_already_complete_and_does_nothing_the_second_time():
+    venv = Path(sys.prefix).relative_to(REPO_ROOT)  # .venv, or .venv-torch-<version> under `make test-torch`
     assert make("setup").returncode == 0
-    assert make("-q", ".venv/.installed").returncode == 0, "a second set-up would reinstall packages"
+    assert make("-q", f"{venv}/.installed").returncode == 0, "a second set-up would reinstall packages"
 
 
 def test_without_apt_it_names_what_to_install(tmp_path):
@@ -63,3 +66,12 @@ def test_as_root_it_installs_with_apt(tmp_path):
     done = make("system-packages", f"SYSTEM_NEEDS={MISSING}", path=path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "install -y -qq --no-install-recommends libworkbook-test-dev" in log.read_text()
+
+
+def test_another_torch_gets_its_own_venv_and_build_folder():
+    assert "make test-torch VERSION=2.14.1" in make("test-torch").stdout  # no VERSION: says how
+    planned = make("-n", "test-torch", "VERSION=9.9.9").stdout
+    assert f"TORCH_VERSION=9.9.9 WORKBOOK_BUILD_DIR={REPO_ROOT}/build-torch-9.9.9 make" in planned
+    installs = make("-n", ".venv-torch-9.9.9/.installed", "TORCH_VERSION=9.9.9").stdout
+    assert "torch==9.9.9 -r <(grep -v '^torch==' requirements.txt)" in installs
+    assert ".venv-torch-9.9.9/bin/python -m pip install" in installs

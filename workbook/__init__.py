@@ -4,10 +4,13 @@ Nothing here imports torch at import time, so `python -m workbook.generate` and 
 first checks work even before PyTorch is installed.
 """
 
+import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-BUILD_DIR = REPO_ROOT / "build"
+# Everything the workbook builds goes here. `make test-torch` points WORKBOOK_BUILD_DIR elsewhere, so that
+# another torch's builds never mix with the pinned torch's.
+BUILD_DIR = REPO_ROOT / (os.environ.get("WORKBOOK_BUILD_DIR") or "build")
 CSRC_DIR = REPO_ROOT / "csrc"
 
 

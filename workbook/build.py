@@ -11,11 +11,13 @@ workbook's conventions:
   the compiler by themselves; CMake gets it as its compiler launcher, see `cmake_options`);
 * while a build runs in a notebook, a transient line shows what is being compiled and for how long
   (`workbook.build_progress`); it leaves nothing in the cell's stored outputs;
-* a build that a killed process left half-done (its `lock` file still there) is reported with the
-  command that clears it, instead of waiting forever;
+* the lock file a killed build left behind is removed, with a line that says so, instead of making
+  torch wait for it forever (see `clear_stale_lock`);
 * a failed build raises `BuildError` showing the *first* error (the compiler's, the linker's or
   CMake's, see `first_compiler_error`), with paths relative to the repository, and keeps the full
-  log in a file.
+  log in a file; the next load of that extension builds it again;
+* CUDA sources are built where they can run, or where `WORKBOOK_BUILD_CUDA=1` asks for them (see
+  `cuda_build_status`); otherwise the extension gets its CPU kernels only, with one line saying why.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import logging
 import os
 import re
 import shutil
@@ -38,21 +41,28 @@ SOURCES_DIR = BUILD_DIR / "src"
 _LOCKS_DIR = BUILD_DIR / "locks"
 
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
+# A CUDA torch that sees no GPU logs "No CUDA runtime is found, using CUDA_HOME=..." (with a time and a
+# process id) when cpp_extension is imported; `cuda_sources` says what that means for the build instead.
+logging.getLogger("torch.utils.cpp_extension").addFilter(
+    lambda record: not record.getMessage().startswith("No CUDA runtime is found")
+)
+
+BUILD_CUDA_SWITCH = "WORKBOOK_BUILD_CUDA"
 
 _FIRST_ERROR = re.compile(
     r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|No such file or directory)", re.IGNORECASE
 )
 _GCC_EXCERPT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
 _NVCC_ERROR = re.compile(r"\(\d+\): (catastrophic )?error\b")  # nvcc: `kernel.cu(12): error: ...`
+# a relative path to a C/C++/CUDA file, as a compiler prints it before ':<line>' or '(<line>)'
+_RELATIVE_SOURCE = re.compile(
+    r"(?<![\w/.+-])(?:\.\.?/)*[\w.+-]+(?:/[\w.+-]+)*\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|inl)(?=[:(])"
+)
 _DIAGNOSTIC = re.compile(r"(\(\d+\): \w|:\d+(:\d+)?: \w|^\S.*\berror\b)")  # the start of the next message
 
 
 class BuildError(RuntimeError):
     """An extension failed to compile or link; the message starts with the first real error."""
-
-
-class StaleBuildLock(RuntimeError):
-    """A previous build of this extension was interrupted and left its lock file behind."""
 
 
 def write_if_changed(path, text: str) -> Path:
@@ -74,9 +84,48 @@ def build_directory(name: str) -> Path:
     return EXTENSIONS_DIR / name
 
 
-def clear_stale_lock(name: str) -> None:
-    """Delete the lock file an interrupted build of `name` left behind."""
-    build_directory(name).joinpath("lock").unlink(missing_ok=True)
+def clear_stale_lock(name: str) -> Path | None:
+    """Delete the `lock` file a killed build of `name` left behind, if there is one; return its path.
+
+    torch marks a JIT build in progress with `<build folder>/lock`. Up to torch 2.13 (`FileBaton`) the
+    file's existence is the lock: the builder deletes it in a `finally` (so an exception or Ctrl-C
+    leaves nothing), but a builder that is killed (SIGKILL, an out-of-memory kill, a crashed kernel)
+    leaves it, and every later build waits for it forever. From torch 2.14 on (`FileLock`) the file
+    always stays, and only an OS-level `flock` on it, which dies with its holder, means a build is
+    running: such a file is never stale.
+
+    Only call this while holding the workbook's lock for `name` (`exclusive(name)`): then no workbook
+    process is building it, and a lock file nobody holds is a leftover.
+    """
+    lock = build_directory(name) / "lock"
+    if not lock.exists() or torch_lock_file_stays() or lock_is_held(lock):
+        return None
+    lock.unlink(missing_ok=True)
+    return lock
+
+
+def torch_lock_file_stays() -> bool:
+    """Whether this torch locks JIT builds with an OS-level lock whose file stays (torch >= 2.14's
+    `FileLock`) rather than a file whose existence is the lock (`FileBaton`, torch <= 2.13)."""
+    from torch.utils import cpp_extension
+
+    return not hasattr(cpp_extension, "FileBaton")
+
+
+def lock_is_held(path) -> bool:
+    """Whether some process holds an OS-level `flock` on `path` (the workbook's own build locks, and
+    torch >= 2.14's JIT build lock, are such locks)."""
+    try:
+        guard = open(path)
+    except FileNotFoundError:
+        return False
+    with guard:
+        try:
+            fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(guard, fcntl.LOCK_UN)
+    return False
 
 
 def load(name: str, sources, **kwargs):
@@ -88,7 +137,8 @@ def load(name: str, sources, **kwargs):
 
     sources = [str(_from_repo(source)) for source in sources]
     include_paths = [str(_from_repo(p)) for p in kwargs.pop("extra_include_paths", None) or []]
-    with _exclusive_build(name) as directory:
+    with _exclusive_build(name) as directory, _cuda_build_settings(any(map(_is_cuda, sources))) as cuda_flags:
+        kwargs["extra_ldflags"] = [*(kwargs.get("extra_ldflags") or []), *cuda_flags]
         return _translate_build_failure(
             name,
             cpp_extension.load,
@@ -110,7 +160,8 @@ def load_inline(name: str, cpp_sources, **kwargs):
 
     if kwargs.get("use_pch"):
         raise ValueError("use_pch=True writes a ~785 MB header into torch's own install; the workbook does not use it")
-    with _exclusive_build(name) as directory:
+    with _exclusive_build(name) as directory, _cuda_build_settings(bool(kwargs.get("cuda_sources"))) as cuda_flags:
+        kwargs["extra_ldflags"] = [*(kwargs.get("extra_ldflags") or []), *cuda_flags]
         return _translate_build_failure(
             name,
             cpp_extension.load_inline,
@@ -144,40 +195,39 @@ def _from_repo(path) -> Path:
 
 @contextlib.contextmanager
 def _exclusive_build(name: str):
-    """Hold an OS-level lock for `name` while building it.
-
-    torch marks a build in progress with a plain `lock` file that nobody removes when the building
-    process is killed; every later build then waits on it forever. The OS releases our `flock`
-    when its holder dies, so once we hold it, a `lock` file left in the folder can only be stale.
-    """
+    """Hold the workbook's OS-level lock for `name` while building it, after clearing a lock file that a
+    killed build left behind (see `clear_stale_lock`)."""
     ensure_ninja_on_path()
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
     with build_progress.shown(name), exclusive(name), _plain_compiler_messages():
-        stale = directory / "lock"
-        if stale.exists():
-            raise StaleBuildLock(
-                f"A previous build of extension '{name}' was interrupted (a kernel restart or Ctrl-C "
-                f"during compilation) and left its lock file {relative_to_repo(stale)} behind. "
-                "torch would wait for it forever. Nothing in the workbook is building this extension "
-                f"now, so delete the file: run workbook.build.clear_stale_lock({name!r}) "
-                f"or `rm {relative_to_repo(stale)}`, then build again."
+        removed = clear_stale_lock(name)
+        if removed is not None:
+            print(
+                f"{name}: removed {relative_to_repo(removed)}, left behind by a build that was killed before it "
+                f"finished (nothing is building {name} now; torch would have waited for the file forever)."
             )
         yield directory
 
 
 @contextlib.contextmanager
-def _plain_compiler_messages():
-    """ASCII compiler messages whatever the learner's locale, so stored notebook outputs match."""
-    saved = os.environ.get("LC_ALL")
-    os.environ["LC_ALL"] = "C"
+def _environment(**values: str | None):
+    """Environment variables set while the block runs (None: left as they are), then restored."""
+    saved = {key: os.environ.get(key) for key in values}
+    os.environ.update({key: value for key, value in values.items() if value is not None})
     try:
         yield
     finally:
-        if saved is None:
-            del os.environ["LC_ALL"]
-        else:
-            os.environ["LC_ALL"] = saved
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _plain_compiler_messages():
+    """ASCII compiler messages whatever the learner's locale, so stored notebook outputs match."""
+    return _environment(LC_ALL="C")
 
 
 def ensure_ninja_on_path() -> str | None:
@@ -191,12 +241,16 @@ def ensure_ninja_on_path() -> str | None:
 def _translate_build_failure(name: str, build, **kwargs):
     try:
         return build(name, **kwargs)
-    except RuntimeError as error:
+    except BaseException as error:
+        _build_again_next_time(name)
         text = str(error)
-        if not text.startswith(("Error building extension", "Error compiling objects")):
+        if not isinstance(error, RuntimeError) or not text.startswith(
+            ("Error building extension", "Error compiling objects")
+        ):
             raise
         log = build_directory(name) / "build_error.log"
         log.write_text(text)
+        text = repo_relative_paths(text, build_directory(name))
         raise BuildError(
             f"Building extension '{name}' failed. The compiler's first error:\n\n"
             f"{first_compiler_error(text)}\n\n"
@@ -204,19 +258,35 @@ def _translate_build_failure(name: str, build, **kwargs):
         ) from None
 
 
+def _build_again_next_time(name: str) -> None:
+    """torch records an extension's sources before it builds them; a later load in the same process with
+    the same sources then skips the build and tries to load a library that the failed build never wrote
+    ("Could not load this library"). Marking the record out of date makes that load build again."""
+    from torch.utils import cpp_extension
+
+    entries = cpp_extension.JIT_EXTENSION_VERSIONER.entries
+    if name in entries:
+        entries[name] = entries[name]._replace(hash=None)
+
+
 # ---- CMake projects and other build commands --------------------------------------------------
 
 
 def cmake_options(options: dict | None = None) -> dict:
     """The options every CMake project is configured with, then `options`: a Release build against this
-    torch, and ccache as the compiler launcher when it is installed (a launcher that is not there fails
-    every compile; CXX="ccache g++" fails torch's own builds, see doctor)."""
+    torch, ccache as the compiler launcher when it is installed (a launcher that is not there fails
+    every compile; CXX="ccache g++" fails torch's own builds, see doctor), and with a CUDA torch from
+    pip, its CUDA runtime (see csrc/cmake/pip_torch_cuda.cmake)."""
     import torch.utils
 
     defaults = {"CMAKE_BUILD_TYPE": "Release"}
     if shutil.which("ccache"):
         defaults["CMAKE_CXX_COMPILER_LAUNCHER"] = "ccache"
     defaults["CMAKE_PREFIX_PATH"] = torch.utils.cmake_prefix_path
+    runtime = pip_cuda_runtime()
+    if runtime is not None:  # a CUDA torch from pip: find_package(Torch) need not look for a CUDA toolkit
+        defaults["CMAKE_PROJECT_INCLUDE"] = REPO_ROOT / "csrc" / "cmake" / "pip_torch_cuda.cmake"
+        defaults["WORKBOOK_CUDA_RUNTIME"] = runtime
     return {**defaults, **(options or {})}
 
 
@@ -291,6 +361,7 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
     log = Path(log_dir) / f"{step}_error.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     log.write_text(output)
+    output = repo_relative_paths(output, log_dir, cwd or REPO_ROOT)  # a CMake build compiles in its build folder
     raise BuildError(
         f"The {step} step of '{project}' failed. The first error:\n\n"
         f"{first_compiler_error(output)}\n\n"
@@ -349,16 +420,132 @@ def strip_repo(text: str) -> str:
     return text.replace(str(REPO_ROOT) + os.sep, "")
 
 
+def repo_relative_paths(text: str, *folders) -> str:
+    """`text` with each relative source path that names a file from one of `folders` (where the compiler
+    ran) rewritten relative to the repository. ccache with a `base_dir` hands the compiler relative
+    paths, so its messages say `../../src/x.cpp` where they would otherwise say `<repo>/build/src/x.cpp`."""
+
+    def from_repo(match: re.Match) -> str:
+        path = match.group(0)
+        found = [Path(folder) / path for folder in folders if (Path(folder) / path).is_file()]
+        return relative_to_repo(found[0]) if found else path
+
+    return _RELATIVE_SOURCE.sub(from_repo, text)
+
+
 def cuda_build_status() -> tuple[bool, str]:
-    """Whether CUDA sources can be compiled and linked into an extension here, and why not."""
+    """Whether extensions get their CUDA kernels here, and why not.
+
+    They do when torch is a CUDA build, it sees a GPU (or `WORKBOOK_BUILD_CUDA=1` asks for the kernels
+    anyway, to check that they compile and link: without a GPU they cannot run), and a CUDA toolkit
+    is found.
+    """
     import torch
     from torch.utils import cpp_extension
 
     if torch.version.cuda is None:
         return False, "this torch is a CPU-only build"
+    if not torch.cuda.is_available() and not cuda_build_requested():
+        return False, f"this torch sees no GPU; {BUILD_CUDA_SWITCH}=1 builds the CUDA kernels anyway, to check them"
     if cpp_extension.CUDA_HOME is None:
-        return False, "no CUDA toolkit found (set CUDA_HOME to it)"
+        return False, "no CUDA toolkit found: set CUDA_HOME to it"
+    if not torch.cuda.is_available():
+        return (
+            True,
+            f"CUDA {torch.version.cuda}, for GPU architecture {compile_check_arch()} ({BUILD_CUDA_SWITCH}=1; no GPU to run them)",
+        )
     return True, f"CUDA {torch.version.cuda}"
+
+
+def cuda_build_requested() -> bool:
+    """Whether `WORKBOOK_BUILD_CUDA` asks for the CUDA kernels on a machine whose torch sees no GPU."""
+    return os.environ.get(BUILD_CUDA_SWITCH, "") not in ("", "0")
+
+
+def compile_check_arch() -> str:
+    """The GPU architecture CUDA kernels are compiled for when torch sees no GPU (torch would take the
+    architectures of the visible GPUs, and fails without one): the newest one that both this torch was
+    built for and the toolkit's nvcc supports, spelt as TORCH_CUDA_ARCH_LIST wants it ("12.0")."""
+    import torch
+    from torch.utils import cpp_extension
+
+    nvcc = Path(cpp_extension.CUDA_HOME or "/usr/local/cuda") / "bin" / "nvcc"
+    try:
+        listed = subprocess.run([str(nvcc), "--list-gpu-arch"], capture_output=True, text=True).stdout
+    except OSError:
+        listed = ""
+    toolkit = {int(number) for number in re.findall(r"compute_(\d+)", listed)}
+    if not toolkit:
+        raise BuildError(f"`{nvcc} --list-gpu-arch` named no GPU architecture: is CUDA_HOME a CUDA toolkit?")
+    built_for = {int(number) for number in re.findall(r"sm_(\d+)", torch._C._cuda_getArchFlags() or "")}
+    newest = max(toolkit & built_for or toolkit)
+    return f"{newest // 10}.{newest % 10}"
+
+
+@contextlib.contextmanager
+def _cuda_build_settings(with_cuda: bool):
+    """What a CUDA build needs here beyond torch's defaults, as extra linker flags for the block: an
+    architecture list when torch sees no GPU (`compile_check_arch`), and the CUDA runtime library
+    where the toolkit torch found has none (`cuda_runtime_link_flags`)."""
+    import torch
+
+    if not with_cuda:
+        yield []
+        return
+    arch = None
+    if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        arch = compile_check_arch()
+    with _environment(TORCH_CUDA_ARCH_LIST=arch):
+        yield cuda_runtime_link_flags()
+
+
+def cuda_runtime_link_flags() -> list[str]:
+    """Linker flags that let torch's `-lcudart` find the CUDA runtime.
+
+    torch links CUDA extensions with `-L<CUDA_HOME>/lib64 -lcudart`. A pip torch brings its own
+    runtime, in site-packages (`nvidia/cu13/lib/libcudart.so.13`; `nvidia/cuda_runtime/lib/` for
+    CUDA 12), without the unversioned `libcudart.so` that `-lcudart` looks for; and a toolkit found
+    through an `nvcc` wrapper script (CUDA_HOME=/usr/local) has none either. When CUDA_HOME has no
+    `libcudart.so`, a folder under build/ gets a link to pip's runtime and goes on the search path.
+    """
+    from torch.utils import cpp_extension
+
+    home = Path(cpp_extension.CUDA_HOME or "/nonexistent")
+    if any((home / folder / "libcudart.so").exists() for folder in ("lib64", "lib")):
+        return []
+    runtime = pip_cuda_runtime()
+    if runtime is None:
+        return []  # torch's -lcudart then fails, and the linker's message says so
+    folder = BUILD_DIR / "cuda_runtime"
+    folder.mkdir(parents=True, exist_ok=True)
+    link = folder / "libcudart.so"
+    if not link.is_symlink() or os.readlink(link) != str(runtime):
+        staged = folder / f"libcudart.so.{os.getpid()}"
+        staged.unlink(missing_ok=True)
+        staged.symlink_to(runtime)
+        staged.replace(link)  # atomic: a parallel build sees the old link or the new one
+    return [f"-L{folder}"]
+
+
+def pip_cuda_runtime() -> Path | None:
+    """The CUDA runtime library of pip's `nvidia-*` packages for this torch's CUDA major version, or None."""
+    import importlib.util
+
+    import torch
+
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or torch.version.cuda is None:
+        return None
+    major = torch.version.cuda.split(".")[0]
+    for root in spec.submodule_search_locations or []:
+        found = sorted(Path(root).glob(f"*/lib/libcudart.so.{major}*"))
+        if found:
+            return found[0]
+    return None
+
+
+def _is_cuda(source: str) -> bool:
+    return source.endswith((".cu", ".cuh"))
 
 
 _announced_cpu_only: set[str] = set()

@@ -14,10 +14,10 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import REPO_ROOT
+from . import BUILD_DIR, REPO_ROOT
 
 SETUP = "make setup  (or: pip install -r requirements.txt)"
 
@@ -69,6 +69,14 @@ def check_python() -> Finding:
     return Finding("Python ≥ 3.10", found, "every chapter", "install Python 3.11 and rerun: make setup")
 
 
+# Releases besides the pinned one that the whole suite is run against (`make test-torch VERSION=...`), with
+# what a learner sees differ from the stored outputs, which are the pinned torch's (README: "Which torch").
+CHECKED_TORCH = {
+    "2.14": "its build lock is an OS-level lock whose file stays in the build folder (a killed build leaves "
+    "nothing to remove)"
+}
+
+
 def check_torch() -> Finding:
     if importlib.util.find_spec("torch") is None:
         return Finding("PyTorch", None, "every chapter", SETUP)
@@ -77,6 +85,14 @@ def check_torch() -> Finding:
     pinned = _pinned("torch")
     version = torch.__version__
     if pinned and not version.startswith(pinned):
+        differences = CHECKED_TORCH.get(".".join(version.split(".")[:2]))
+        if differences:
+            return Finding(
+                "PyTorch",
+                f"{version} (checked; outputs shown are {pinned}'s. Differs: {differences})",
+                "every chapter",
+                SETUP,
+            )
         return Finding(
             "PyTorch", None, "every chapter", f"found {version}, the workbook is tested with {pinned}: {SETUP}"
         )
@@ -177,17 +193,46 @@ def _nvcc_release(nvcc) -> str | None:
 
 
 def check_cuda_home() -> Finding:
-    """Where torch's cpp_extension will look for the CUDA toolkit, and whether that fits this torch."""
+    """Where torch's cpp_extension will look for the CUDA toolkit, whether that fits this torch, and so
+    which of the four cases this machine is: a CPU-only torch; a CUDA torch that sees no GPU (CPU
+    kernels only, unless WORKBOOK_BUILD_CUDA=1 asks for a compile check); a GPU but no fitting toolkit;
+    a GPU and a toolkit (the CUDA kernels are built and run)."""
     needed = "building chapter 05's CUDA kernels"
     if importlib.util.find_spec("torch") is None:
         return Finding("CUDA toolkit for torch", None, needed, SETUP, required=False)
     import torch
 
+    from . import build
+
     if torch.version.cuda is None:
         return Finding(
             "CUDA toolkit for torch", "not used (this torch is a CPU-only build)", needed, "", required=False
         )
-    wanted = torch.version.cuda
+    toolkit = _cuda_toolkit(torch.version.cuda, needed)
+    if torch.cuda.is_available():
+        return toolkit if not toolkit.ok else replace(toolkit, found=f"{toolkit.found}: the CUDA kernels are built")
+    switch = build.BUILD_CUDA_SWITCH
+    no_gpu = "this torch sees no GPU, so extensions get their CPU kernels only"
+    if not build.cuda_build_requested():
+        if toolkit.ok:
+            return replace(
+                toolkit, found=f"{toolkit.found}; {no_gpu} ({switch}=1 builds the CUDA kernels too, to check them)"
+            )
+        return replace(
+            toolkit, fix="", problem=False, note=f"{no_gpu}; to check the CUDA kernels ({switch}=1): {toolkit.fix}"
+        )
+    if not toolkit.ok:
+        return toolkit
+    return replace(
+        toolkit,
+        found=f"{toolkit.found}; {switch}=1 and no GPU: the CUDA kernels are compiled for "
+        f"architecture {build.compile_check_arch()} to check them, not run",
+    )
+
+
+def _cuda_toolkit(wanted: str, needed: str) -> Finding:
+    """The CUDA toolkit torch's cpp_extension finds (CUDA_HOME, CUDA_PATH, nvcc on PATH, /usr/local/cuda),
+    and whether its major version is torch's (`wanted`)."""
     install = f"install the CUDA {wanted.split('.')[0]} toolkit and export CUDA_HOME=<its folder>"
     home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
     if home is None:
@@ -222,27 +267,63 @@ def check_cuda_home() -> Finding:
     return Finding("CUDA toolkit for torch", f"CUDA {release} in {home}", needed, "", required=False)
 
 
-def _building_now(name: str) -> bool:
-    """Whether a workbook process holds the build lock of extension `name` (workbook.build.exclusive)."""
-    import fcntl
+def check_triton() -> Finding:
+    """Triton (chapter 11): its version, and whether its CPU interpreter runs a kernel here (in a child process,
+    since TRITON_INTERPRET must be set before triton is imported)."""
+    import importlib.metadata
+    import tempfile
 
-    lock_file = REPO_ROOT / "build" / "locks" / f"{name}.flock"
-    if not lock_file.exists():
-        return False
-    with open(lock_file) as guard:
-        try:
-            fcntl.flock(guard, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return True
-        fcntl.flock(guard, fcntl.LOCK_UN)
-    return False
+    needed = "chapter 11 (on the CPU through its interpreter)"
+    if importlib.util.find_spec("triton") is None:
+        return Finding("Triton", None, needed, SETUP)
+    version, pinned = importlib.metadata.version("triton"), _pinned("triton")
+    if pinned and version != pinned:
+        return Finding("Triton", None, needed, f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+    probe = (
+        "import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport torch, triton, triton.language as tl\n"
+        "@triton.jit\ndef count(out, n, BLOCK: tl.constexpr):\n    i = tl.arange(0, BLOCK)\n"
+        "    tl.store(out + i, i + 1, mask=i < n)\n"
+        "out = torch.zeros(3, dtype=torch.int32)\ncount[(1,)](out, 3, BLOCK=4)\nprint(out.tolist())\n"
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".py") as script:  # @triton.jit reads its kernel's source file
+        script.write(probe)
+        script.flush()
+        output = _run(sys.executable, script.name) or ""
+    if "[1, 2, 3]" not in output:
+        return Finding(
+            "Triton",
+            None,
+            needed,
+            f"triton {version} is installed, but its interpreter (TRITON_INTERPRET=1) cannot run a kernel "
+            f"here: reinstall it with {SETUP}",
+            problem=True,
+        )
+    return Finding("Triton", f"{version} (its CPU interpreter runs kernels)", needed, SETUP)
 
 
 def check_build_locks(extensions_dir: Path | None = None) -> Finding:
-    """Lock files that interrupted builds left in the workbook's extension build folders."""
-    extensions_dir = extensions_dir or REPO_ROOT / "build" / "torch_extensions"
-    stale = sorted(lock for lock in extensions_dir.glob("*/lock") if not _building_now(lock.parent.name))
+    """Lock files that killed builds left in the workbook's extension build folders (`extensions_dir`:
+    a folder of build folders, whose workbook locks are in `<its parent>/locks`).
+
+    Up to torch 2.13 a JIT build's `lock` file is the lock, and a build that was killed leaves it behind
+    (an exception or Ctrl-C does not: torch deletes it in a `finally`); every later build then waits
+    for it forever. From torch 2.14 the file always stays and is only held (an OS-level lock that dies
+    with its holder) while a build runs: nothing can be stale then.
+    """
     needed = "rebuilding an extension (torch waits forever on a stale lock)"
+    if importlib.util.find_spec("torch") is None:
+        return Finding("stale build locks", "none (no torch to build with)", needed, "", required=False)
+    from . import build
+
+    if build.torch_lock_file_stays():
+        return Finding("stale build locks", "none", needed, "", required=False)
+    extensions_dir = extensions_dir or build.EXTENSIONS_DIR
+    locks_dir = extensions_dir.parent / "locks"
+    stale = sorted(
+        lock
+        for lock in extensions_dir.glob("*/lock")
+        if not build.lock_is_held(locks_dir / f"{lock.parent.name}.flock") and not build.lock_is_held(lock)
+    )
     if not stale:
         return Finding("stale build locks", "none", needed, "", required=False)
     paths = " ".join(
@@ -252,7 +333,8 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
         "stale build locks",
         None,
         needed,
-        f"interrupted builds left {len(stale)} lock file(s); nothing is building them now: rm {paths}",
+        f"killed builds left {len(stale)} lock file(s) that nothing holds now (workbook.build removes such a "
+        f"file itself when it builds that extension): rm {paths}",
         problem=True,
     )
 
@@ -265,7 +347,7 @@ def _installed_into_python(name: str) -> bool:
     build/scatter_pkg) are put on sys.path by the process that uses them, not installed into Python."""
     spec = importlib.util.find_spec(name)
     origin = getattr(spec, "origin", None)
-    return spec is not None and not (origin and Path(origin).is_relative_to(REPO_ROOT / "build"))
+    return spec is not None and not (origin and Path(origin).is_relative_to(BUILD_DIR))
 
 
 def check_installed_extensions() -> Finding:
@@ -339,6 +421,7 @@ CHECKS = (
     check_nvcc,
     check_cuda_home,
     check_gpu,
+    check_triton,
     check_build_locks,
     check_installed_extensions,
 )

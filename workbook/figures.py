@@ -88,7 +88,7 @@ def lltm_dataflow():
     axes.text(
         5.0,
         5.85,
-        "one matrix product (grey), then elementwise work, which the C++ forward does in one loop",
+        "a concatenation and one matrix product (grey), then elementwise work, which the C++ forward does in one loop",
         ha="center",
         fontsize=8.5,
         color="#444444",

@@ -1,4 +1,4 @@
-"""Everything chapter 05 needs checked on a GPU machine, in one go:
+"""Everything chapters 05 and 11 need checked on a GPU machine, in one go:
 
     .venv/bin/python -m workbook.gpu_report            # all steps, a report on stdout
     .venv/bin/python -m workbook.gpu_report --quick    # smaller benchmarks
@@ -12,7 +12,9 @@
 5. chapter 05, solutions and learner notebook, through nbval (stored outputs come from a CPU
    machine; cells whose output depends on the machine are marked to be ignored);
 6. timings: LLTM forward+backward and the scatter ops on the CPU and on the GPU, and scatter_sum's
-   throughput in GB/s next to a device-to-device copy of the same bytes.
+   throughput in GB/s next to a device-to-device copy of the same bytes;
+7. chapter 11: the Triton kernels compiled for the GPU, torch.compile(fullgraph=True) and torch.export of
+   the triton_op, chapter 11's tests and notebooks, and the Triton kernels timed against chapter 05's CUDA ones.
 
 Exit status 0 when every step passed, 1 when one failed, 2 when there is no CUDA GPU here.
 The timing helpers are also what the chapter's benchmark cells call, on either kind of machine.
@@ -154,6 +156,88 @@ def reduce_overhead_mismatches(device="cuda", *, calls=3) -> list[str]:
     return mismatches
 
 
+def triton_compile_and_export() -> list[str]:
+    """Chapter 11's triton_op on the GPU: torch.compile(fullgraph=True) and torch.export trace into its
+    kernels and agree with eager. Prints what it finds; returns the problems (empty when all is well)."""
+    from . import lltm
+    from . import triton_kernels as tk
+
+    if tk.INTERPRETED:
+        return ["the Triton kernels are interpreted (TRITON_INTERPRET is set): unset it to compile them"]
+    args = [t.requires_grad_() for t in lltm.make_inputs(8, 32, 64, device="cuda", seed=0)]
+
+    def step(*cell_args):
+        new_h, new_cell = tk.lltm_cell(*cell_args, ops=torch.ops.wb_triton)
+        return (new_h.relu() + new_cell).sum()
+
+    problems = []
+    torch._dynamo.reset()
+    expected = torch.autograd.grad(step(*args), args)
+    got = torch.autograd.grad(torch.compile(step, fullgraph=True)(*args), args)
+    same = all(torch.allclose(g, e, atol=1e-5) for g, e in zip(got, expected))
+    print(f"torch.compile(fullgraph=True) of the triton_op: gradients equal eager's: {same}")
+    if not same:
+        problems.append("compiled triton_op gradients differ from eager")
+    inputs = tuple(t.detach() for t in args)
+    exported = torch.export.export(tk.LLTMCell(torch.ops.wb_triton), inputs)
+    kernels = [node for node in exported.graph.nodes if "triton_kernel_wrapper" in str(node.target)]
+    same = all(
+        torch.allclose(g, e, atol=1e-5)
+        for g, e in zip(exported.module()(*inputs), tk.LLTMCell(torch.ops.wb_triton)(*inputs))
+    )
+    print(
+        f"torch.export of the triton_op: {len(kernels)} Triton kernel call(s) in the graph; output equals eager: {same}"
+    )
+    if not kernels or not same:
+        problems.append("torch.export did not trace into the Triton kernels, or its program disagrees with eager")
+    return problems
+
+
+def time_triton_against_cuda(*, elements=1 << 20, groups=1 << 12, features=16, min_run_time=0.3) -> list[dict]:
+    """Median seconds on the GPU of chapter 11's Triton kernels and chapter 05's CUDA kernels, side by side:
+    one LLTM step (forward + backward) and scatter_sum (Triton with atomics, Triton on sorted rows)."""
+    from . import lltm, scatter
+    from . import triton_kernels as tk
+
+    lltm.load_extension()
+    args = [t.to("cuda").requires_grad_() for t in lltm.make_inputs(64, 256, 512)]
+
+    def lltm_step(cell):
+        def step():
+            new_h, new_cell = cell(*args)
+            (new_h.sum() + new_cell.sum()).backward()
+
+        step()  # warm-up: compiles the Triton kernels, creates cuBLAS handles
+        return _median_seconds("step()", {"step": step}, min_run_time)
+
+    rows = [
+        {
+            "what": "LLTM forward+backward (batch 64, input 256, state 512)",
+            "kernels": "CUDA (chapter 05)",
+            "seconds": lltm_step(lltm.lltm_cpp),
+        },
+        {
+            "what": "LLTM forward+backward (batch 64, input 256, state 512)",
+            "kernels": "Triton (chapter 11)",
+            "seconds": lltm_step(lambda *a: tk.lltm_cell(*a, ops=torch.ops.wb_triton)),
+        },
+    ]
+    generator = torch.Generator().manual_seed(0)
+    src = torch.randn(elements, features, generator=generator).cuda()
+    index = torch.randint(0, groups, (elements,), generator=generator).cuda()
+    sorted_src, offsets = tk.sort_by_group(src, index, groups)
+    what = f"scatter_sum ({elements} x {features} float32 into {groups} groups)"
+    for kernels, function, call_args in [
+        ("CUDA (chapter 05)", lambda s, i: scatter.scatter_sum(s, i, 0, None, groups), (src, index)),
+        ("Triton, atomics", lambda s, i: tk.scatter_sum(s, i, groups), (src, index)),
+        ("Triton, sorted rows (sort not timed)", tk.segment_sum, (sorted_src, offsets)),
+    ]:
+        function(*call_args)
+        seconds = _median_seconds("f(*args)", {"f": function, "args": call_args}, min_run_time)
+        rows.append({"what": what, "kernels": kernels, "seconds": seconds})
+    return rows
+
+
 def format_seconds(seconds: float) -> str:
     if seconds >= 1e-1:
         return f"{seconds:.2f} s"
@@ -180,7 +264,7 @@ def _run(command, timeout=None) -> bool:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller benchmark sizes")
-    parser.add_argument("--skip-notebooks", action="store_true", help="do not run chapter 05 through nbval")
+    parser.add_argument("--skip-notebooks", action="store_true", help="do not run chapters 05 and 11 through nbval")
     args = parser.parse_args(argv)
     python = sys.executable
     failures = []
@@ -267,6 +351,17 @@ def main(argv=None) -> int:
         f"{bandwidth['scatter_sum_GBps']:.0f} GB/s ({format_seconds(bandwidth['scatter_sum_seconds'])}); "
         f"device-to-device copy of src and index: {bandwidth['copy_GBps']:.0f} GB/s"
     )
+
+    _step("7. chapter 11: Triton kernels compiled for the GPU, traced, tested and timed")
+    failures += triton_compile_and_export()
+    if not _run(pytest + ["tests/test_ch11_kernels.py", "tests/test_ch11_exercises.py"]):
+        failures.append("chapter 11 tests")
+    if not args.skip_notebooks and not _run(
+        pytest + ["solutions/11_triton_kernels.ipynb", "notebooks/11_triton_kernels.ipynb"]
+    ):
+        failures.append("chapter 11 notebooks")
+    for row in time_triton_against_cuda(elements=(1 << 20) // scale):
+        print(f"{row['what']}, {row['kernels']}: {format_seconds(row['seconds'])}")
 
     print("\n== result:", "all steps passed" if not failures else "FAILED: " + "; ".join(failures))
     return 1 if failures else 0

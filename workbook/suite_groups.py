@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from pathlib import PurePosixPath
 
+import pytest
+
 # test file -> the chapter whose files under build/ it writes too
 CHAPTER_OF_TEST = {
     "test_scatter_packaging": "04",
@@ -48,6 +50,7 @@ def group_of_test(nodeid: str) -> str:
     return group_of(nodeid.split("::", 1)[0])
 
 
+@pytest.hookimpl(optionalhook=True)  # the hook is xdist's: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 

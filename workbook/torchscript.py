@@ -209,13 +209,27 @@ def read_app_output(model, output=None):
     import torch
 
     output = Path(output) if output else Path(model).with_suffix(".out.pt")
-    # torch::pickle_save writes typed lists (a List[Tensor] as build_tensorlist, ...): allow those
+    # torch::jit::pickle_save writes typed lists (a List[Tensor] as build_tensorlist, ...): allow those
     # builders, which only rebuild lists, in torch.load's safe (weights_only) unpickler.
     from torch.jit import _pickle
 
     builders = [getattr(_pickle, name) for name in dir(_pickle) if name.startswith(("build_", "restore_type_tag"))]
     with torch.serialization.safe_globals(builders):
         return torch.load(output)
+
+
+def run_scripted_in_app(module, inputs):
+    """Save a scripted module into a fresh folder under build/ (removed afterwards), run it in the example
+    program (the usual link variant) on `inputs`; return the program's CompletedProcess and its result, or
+    None for the result when the program failed."""
+    import tempfile
+
+    BUILD_DIR.mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="saved-model-", dir=BUILD_DIR) as folder:
+        path = Path(folder) / "model.pt"
+        module.save(str(path))
+        run = run_app(example_app(), path, inputs, check=False)
+        return run, read_app_output(path) if run.returncode == 0 else None
 
 
 def show_source(path, start: str | None = None, stop: str | None = None) -> None:

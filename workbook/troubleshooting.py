@@ -148,7 +148,8 @@ def new_scale_rows():
 
 def new_pairwise_distance():
     """`wb_ch10_<n>::pairwise_distance(Tensor a, Tensor b) -> Tensor`: the (n, m) Euclidean distances
-    between the rows of a (n, d) and b (m, d), computed in NumPy; no fake kernel yet."""
+    between the rows of a (n, d) and b (m, d) (of one dtype, which the result has), computed in NumPy
+    into a new contiguous tensor; no fake kernel yet."""
     import numpy as np
     import torch
 
@@ -161,6 +162,8 @@ def new_pairwise_distance():
                 f"pairwise_distance: a and b must be 2-D with the same number of columns, got "
                 f"{tuple(a.shape)} and {tuple(b.shape)}"
             )
+        if a.dtype != b.dtype:
+            raise ValueError(f"pairwise_distance: a and b must have the same dtype, got {a.dtype} and {b.dtype}")
         a_np, b_np = a.detach().numpy(), b.detach().numpy()
         return torch.from_numpy(np.sqrt(((a_np[:, None, :] - b_np[None, :, :]) ** 2).sum(-1)))
 

@@ -253,8 +253,8 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   result.fresh = !out.has_value();
   result.out = out.has_value() ? *out : torch::stable::new_zeros(src, sizes);
   if (reduce == Reduce::Min || reduce == Reduce::Max) {
-    result.argindex = torch::stable::full(sizes, static_cast<double>(src.size(dim)), ScalarType::Long, std::nullopt,
-                                          src.device());
+    result.argindex =
+        torch::stable::full(sizes, static_cast<double>(src.size(dim)), ScalarType::Long, std::nullopt, src.device());
   } else if (reduce == Reduce::Mean) {
     result.count = torch::stable::new_zeros(src, sizes, ScalarType::Long);
   }

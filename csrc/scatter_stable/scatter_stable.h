@@ -14,7 +14,9 @@
 #pragma once
 
 #include <torch/csrc/stable/library.h>
+#include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
+#include <torch/headeronly/core/ScalarType.h>
 #include <torch/headeronly/macros/Macros.h>
 #include <torch/headeronly/util/HeaderOnlyArrayRef.h>
 
@@ -33,9 +35,9 @@ using torch::stable::Tensor;
 
 // The outputs a backend fills, already allocated and initialised (scatter_stable.cpp states the contract).
 struct ScatterOutputs {
-  Tensor out;       // the result: the caller's `out` tensor itself for an accumulate overload
-  Tensor argindex;  // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
-  Tensor count;     // mean: int64 elements per group, shape of out, filled with 0; else undefined
+  Tensor out;            // the result: the caller's `out` tensor itself for an accumulate overload
+  Tensor argindex;       // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
+  Tensor count;          // mean: int64 elements per group, shape of out, filled with 0; else undefined
   int64_t dim_size = 0;  // out.size(dim)
   bool fresh = true;     // true when out was allocated here (functional overload): it holds zeros
 };
@@ -149,6 +151,17 @@ inline Geometry geometry_around(const Tensor& src, int64_t dim, int64_t dim_size
   for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);
   for (int64_t d = dim + 1; d < src.dim(); ++d) g.inner *= src.size(d);
   return g;
+}
+
+// The buffer a backend accumulates in: out itself when it is contiguous and of the accumulation type acc_t
+// (`in_place`), else a contiguous acc_t copy of out, which the backend copies back into out when it is done.
+template <typename acc_t, typename scalar_t>
+Tensor accumulation_buffer(const Tensor& out, bool& in_place) {
+  in_place = std::is_same_v<acc_t, scalar_t> && out.is_contiguous();
+  if (in_place) return out;
+  return torch::stable::to(out, torch::headeronly::CppTypeToScalarType<acc_t>::value, std::nullopt, std::nullopt,
+                           std::nullopt, /*non_blocking=*/false, /*copy=*/true,
+                           torch::headeronly::MemoryFormat::Contiguous);
 }
 
 // index as an [outer, n, inner] tensor (a view when its strides allow it, e.g. a broadcast 1-D index; a copy

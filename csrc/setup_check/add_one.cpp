@@ -23,8 +23,8 @@ TORCH_LIBRARY(wb_setup_check, m) {
 // CompositeImplicitAutograd: one kernel for every device, written with ATen functions that autograd
 // already knows, so the dispatcher runs it above the autograd layer and the gradient comes for free
 // (x + 1 passes the gradient through). torch.compile and torch.export see through it to at::add, so
-// it needs no fake kernel either. (CompositeExplicitAutograd would run it below autograd: an input
-// that requires grad would then get no gradient.)
+// it needs no fake kernel either. (Registered for CPU or CompositeExplicitAutograd, it would run below
+// autograd with no formula: the output would require grad, and backward() would warn and leave x.grad None.)
 TORCH_LIBRARY_IMPL(wb_setup_check, CompositeImplicitAutograd, m) {
   m.impl("add_one", add_one);
 }

@@ -1,14 +1,16 @@
 // The schema of the chapter's TorchScript operators: one TORCH_LIBRARY block per namespace.
 //
 // The kernels live elsewhere (cpu/warp_perspective_cpu.cpp registers the CPU one), so this file only
-// needs torch/library.h and compiles in a few seconds.
+// needs torch/library.h: no ATen operator, no OpenCV.
 #include <torch/library.h>
 
 #include "workbook_ops.h"
 
 TORCH_LIBRARY(workbook_cv, m) {
-  // The fake kernels (output shapes for torch.compile and torch.export) and the autograd formula
-  // are registered from Python, in this module; an error about a missing fake kernel names it.
+  // The fake kernels (output shapes for torch.compile and torch.export) and the autograd formula are
+  // registered from Python, by register_python_parts() in this module. Naming the module here makes torch
+  // reject a fake kernel registered from any other module (when it is first used), and name this one in
+  // the error about a missing fake kernel while it is not imported yet.
   m.set_python_module("workbook.torchscript");
   // `int` in a schema is a 64-bit integer (int64_t in C++), `float` is a double.
   m.def("warp_perspective(Tensor image, Tensor warp, int height, int width) -> Tensor");

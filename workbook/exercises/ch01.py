@@ -1,6 +1,15 @@
-"""Checks for chapter 01, Python extensions."""
+"""Checks for chapter 01, Python extensions.
+
+Each check draws its inputs when it runs, from seeded generators (the same inputs on every run), at several
+sizes other than the notebook's, with non-contiguous inputs and incoming gradients (a strided view, and the
+stride-0 gradient that `.sum()` sends back). The learner's backward runs under watch: the exercises ask for
+a gradient written by hand, so a backward that calls autograd (`torch.autograd.grad`, `.backward()`) to
+compute it fails, and so does one that writes into the incoming gradient.
+"""
 
 from __future__ import annotations
+
+import contextlib
 
 import torch
 import torch.nn.functional as F
@@ -8,25 +17,134 @@ import torch.nn.functional as F
 from ..checking import Mistake, exercise, expect_close
 
 
-def _double_inputs(*shapes, seed=0):
-    generator = torch.Generator().manual_seed(seed)
-    return [torch.randn(*shape, dtype=torch.float64, generator=generator, requires_grad=True) for shape in shapes]
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
 
 
-def _gradients(function, inputs, grad_output):
-    output = function(*inputs)
-    return torch.autograd.grad(output, [t for t in inputs if t.requires_grad], grad_output, allow_unused=True)
+def _sizes(generator, count: int, low: int, high: int) -> list[int]:
+    return torch.randint(low, high, (count,), generator=generator).tolist()
+
+
+def _strided(tensor: torch.Tensor) -> torch.Tensor:
+    """A copy of `tensor` that is not contiguous: every other element of a buffer twice as wide."""
+    if tensor.dim() == 0:
+        return tensor.clone()
+    buffer = tensor.new_zeros(*tensor.shape[:-1], 2 * tensor.shape[-1])
+    view = buffer[..., ::2]
+    view.copy_(tensor)
+    return view
+
+
+def _incoming_gradients(shape, generator, dtype=torch.float64):
+    """(label, gradient) pairs: contiguous, strided, and expanded with stride 0 (what `.sum()` passes back)."""
+    values = torch.randn(shape, generator=generator, dtype=dtype)
+    expanded = torch.randn((), generator=generator, dtype=dtype).expand(shape)
+    return [
+        ("a contiguous incoming gradient", values),
+        ("a non-contiguous incoming gradient", _strided(values)),
+        ("an expanded incoming gradient (stride 0, as from .sum())", expanded),
+    ]
+
+
+def _describe(tensor: torch.Tensor, name: str) -> str:
+    layout = "" if tensor.is_contiguous() else " (non-contiguous)"
+    return f"{name} of shape {tuple(tensor.shape)}{layout}"
+
+
+class _Watch:
+    """Counts calls of autograd's engine made from inside the learner's backward while a check runs."""
+
+    depth = 0
+    calls = 0
+
+
+@contextlib.contextmanager
+def _watching_autograd():
+    original = torch.autograd._engine_run_backward  # what torch.autograd.grad and .backward() both call
+
+    def watched(*args, **kwargs):
+        if _Watch.depth:
+            _Watch.calls += 1
+        return original(*args, **kwargs)
+
+    _Watch.calls = 0
+    torch.autograd._engine_run_backward = watched
+    try:
+        yield
+    finally:
+        torch.autograd._engine_run_backward = original
+
+
+def _expect_no_autograd_in_backward() -> None:
+    if _Watch.calls:
+        raise Mistake(
+            "backward calls autograd (torch.autograd.grad or .backward()) to get the gradient, so autograd "
+            "does the work the exercise asks you to write: compute the gradient yourself from grad and the "
+            "saved tensors, with tensor operations"
+        )
+
+
+def _watched(Function):
+    """A subclass of the learner's Function whose backward records what it returns and runs under watch."""
+
+    class Watched(Function):
+        returned: list = []
+
+        @staticmethod
+        def backward(ctx, *grads):
+            _Watch.depth += 1
+            try:
+                result = Function.backward(ctx, *grads)
+            finally:
+                _Watch.depth -= 1
+            Watched.returned.append(result if isinstance(result, tuple) else (result,))
+            return result
+
+    Watched.__name__ = Function.__name__
+    return Watched
+
+
+def _gradients(function, inputs, grad_output, where: str):
+    """The gradients for `inputs` that require grad; explains a backward that writes into grad_output."""
+    wanted = [t for t in inputs if t.requires_grad]
+    before = grad_output.clone()
+    try:
+        output = function(*inputs)
+        got = torch.autograd.grad(output, wanted, grad_output, allow_unused=True)
+    except (Mistake, NotImplementedError):
+        raise
+    except Exception as error:  # the learner's code raised: say for which inputs
+        if "written-to tensor refers to a single memory location" in str(error):
+            raise Mistake(
+                f"backward writes into its incoming gradient in place, which fails {where}: compute new "
+                "tensors (grad * s, not grad.mul_(s)); autograd may hand the same gradient to other nodes"
+            ) from None
+        if "not attempted yet" in str(error):
+            raise
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+        raise Mistake(f"your code raised {type(error).__name__} {where}: {first_line}") from None
+    _expect_no_autograd_in_backward()
+    if not torch.equal(grad_output, before):
+        raise Mistake(
+            f"backward changed its incoming gradient in place ({where}); autograd may hand the same gradient "
+            "to other nodes: compute new tensors (grad * s, not grad.mul_(s))"
+        )
+    return got
 
 
 def _expect_gradcheck(function, inputs, *, second_order=False):
     try:
         torch.autograd.gradcheck(function, inputs)
+    except Mistake:
+        raise
     except Exception as error:  # gradcheck raises GradcheckError (a RuntimeError) with the Jacobians
         first = str(error).strip().splitlines()[0]
         raise Mistake(f"gradcheck disagrees with finite differences: {first}") from None
     if second_order:
         try:
             torch.autograd.gradgradcheck(function, inputs)
+        except Mistake:
+            raise
         except Exception as error:
             first = str(error).strip().splitlines()[0]
             raise Mistake(
@@ -36,99 +154,177 @@ def _expect_gradcheck(function, inputs, *, second_order=False):
             ) from None
 
 
-def _returned_by_backward(Function, inputs, grad_output):
-    """What Function's backward returns when called by autograd on `inputs`."""
-    returned = []
-
-    class Spy(Function):
-        @staticmethod
-        def backward(ctx, *grads):
-            result = Function.backward(ctx, *grads)
-            returned.append(result if isinstance(result, tuple) else (result,))
-            return result
-
-    output = Spy.apply(*inputs)
-    wanted = [t for t in inputs if t.requires_grad]
-    torch.autograd.grad(output, wanted, grad_output)
-    return returned[0]
+def _gated(x, g):
+    return x * torch.sigmoid(g)
 
 
 @exercise("1.1 GatedUnit backward")
 def check_gated_unit(GatedUnit) -> None:
     """y = x * sigmoid(g); the learner writes backward and computes only what needs_input_grad asks for."""
-    x, g = _double_inputs((4, 5), (4, 5))
-    grad_y = torch.randn(4, 5, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
-    expect_close(GatedUnit.apply(x, g), x * torch.sigmoid(g), "the forward output")
-    got_x, got_g = _gradients(GatedUnit.apply, (x, g), grad_y)
-    want_x, want_g = _gradients(lambda a, b: a * torch.sigmoid(b), (x, g), grad_y)
-    if got_x is None or got_g is None:
-        raise Mistake("backward returned None for an input that requires grad; return one gradient per input")
-    expect_close(got_x, want_x, "the gradient for x")
-    expect_close(got_g, want_g, "the gradient for g")
-    (got_x_alone,) = _gradients(GatedUnit.apply, (x, g.detach()), grad_y)
-    expect_close(got_x_alone, want_x, "the gradient for x when g does not require grad")
-    for inputs, unneeded in (((x, g.detach()), "g"), ((x.detach(), g), "x")):
-        returned = _returned_by_backward(GatedUnit, inputs, grad_y)
-        if len(returned) != 2:
-            raise Mistake(
-                f"backward returned {len(returned)} values; return one per input of forward: (grad_x, grad_g)"
+    Watched = _watched(GatedUnit)
+    generator = _generator(11)
+    rows, columns, depth = _sizes(generator, 3, 6, 40)
+    with _watching_autograd():
+        for shape, layout, dtype in [
+            ((rows, columns), torch.Tensor.clone, torch.float64),
+            ((depth, 3, columns), _strided, torch.float64),
+            ((rows * columns,), _strided, torch.float32),
+        ]:
+            x, g = (
+                layout(torch.randn(shape, generator=generator, dtype=torch.float64).mul(3).to(dtype)).requires_grad_()
+                for _ in range(2)
             )
-        position = "xg".index(unneeded)
-        if returned[position] is not None:
-            raise Mistake(
-                f"when {unneeded} does not require grad, backward still computed its gradient: check "
-                f"ctx.needs_input_grad[{position}] and return None for {unneeded} when it is False"
-            )
-    _expect_gradcheck(GatedUnit.apply, (x, g))
+            where = f"for {_describe(x, 'x')} and {_describe(g, 'g')}, {dtype}"
+            expect_close(Watched.apply(x, g), _gated(x, g), f"the forward output {where}")
+            for label, grad_y in _incoming_gradients(shape, generator, dtype):
+                got = _gradients(Watched.apply, (x, g), grad_y, f"{where} and {label}")
+                if got[0] is None or got[1] is None:
+                    raise Mistake(
+                        "backward returned None for an input that requires grad; return one gradient per input"
+                    )
+                want = torch.autograd.grad(_gated(x, g), (x, g), grad_y)
+                for name, value, expected in zip("xg", got, want):
+                    expect_close(value, expected, f"the gradient for {name} {where} and {label}")
+        x, g = (torch.randn(rows, columns, generator=generator, dtype=torch.float64) for _ in range(2))
+        grad_y = torch.randn(rows, columns, generator=generator, dtype=torch.float64)
+        for needed, unneeded, position in (("x", "g", 1), ("g", "x", 0)):
+            inputs = (x.requires_grad_(needed == "x"), g.requires_grad_(needed == "g"))
+            Watched.returned.clear()
+            (got,) = _gradients(Watched.apply, inputs, grad_y, f"when only {needed} requires grad")
+            returned = Watched.returned[0]
+            if len(returned) != 2:
+                raise Mistake(
+                    f"backward returned {len(returned)} values; return one per input of forward: (grad_x, grad_g)"
+                )
+            if returned[position] is not None:
+                raise Mistake(
+                    f"when {unneeded} does not require grad, backward still computed its gradient: check "
+                    f"ctx.needs_input_grad[{position}] and return None for {unneeded} when it is False"
+                )
+            (want,) = torch.autograd.grad(_gated(*inputs), inputs[1 - position], grad_y)
+            expect_close(got, want, f"the gradient for {needed} when {unneeded} does not require grad")
+        small = [torch.randn(4, 3, generator=generator, dtype=torch.float64, requires_grad=True) for _ in range(2)]
+        _expect_gradcheck(Watched.apply, small)
+    _expect_no_autograd_in_backward()
 
 
 @exercise("1.2 in-place leaky ReLU")
 def check_leaky_relu_(LeakyReLUInplace) -> None:
     """LeakyReLUInplace.apply(x, slope) overwrites x, marks it dirty and returns it."""
-    (leaf,) = _double_inputs((3, 7))
-    slope = 0.1
-    x = leaf.clone()  # a non-leaf: in-place ops on a leaf that requires grad are not allowed
-    version_before = x._version
-    y = LeakyReLUInplace.apply(x, slope)
-    if y.data_ptr() != x.data_ptr():
-        raise Mistake("forward returned a new tensor; it must modify x in place and return x itself")
-    if x._version == version_before:
-        raise Mistake("x was not modified in place (its version counter did not change)")
-    expect_close(y, F.leaky_relu(leaf, slope), "the output")
-    grad_y = torch.randn(3, 7, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
-    (want,) = torch.autograd.grad(F.leaky_relu(leaf, slope), leaf, grad_y)
-    (got,) = torch.autograd.grad(y, leaf, grad_y, retain_graph=True)
-    expect_close(got, want, "the gradient for x")
-    if y is not x or x.grad_fn is not y.grad_fn:
-        raise Mistake(
-            "x was overwritten, but autograd still sees x as it was before the call (x.grad_fn is "
-            f"{type(x.grad_fn).__name__}): gradients taken through x would miss the leaky ReLU. "
-            "Call ctx.mark_dirty(x) in forward and return x"
-        )
-    (through_x,) = torch.autograd.grad(x, leaf, grad_y)
-    expect_close(through_x, want, "the gradient taken through x after the call")
+    Watched = _watched(LeakyReLUInplace)
+    generator = _generator(12)
+    slopes = torch.empty(3, dtype=torch.float64).uniform_(0.01, 0.5, generator=generator).tolist()
+    rows, columns = _sizes(generator, 2, 6, 40)
+    with _watching_autograd():
+        for slope, shape, transposed in [
+            (slopes[0], (rows, columns), False),
+            (slopes[1], (columns, rows), True),
+            (slopes[2], (2, rows, columns), False),
+        ]:
+            leaf = torch.randn(shape, generator=generator, dtype=torch.float64).mul(3).requires_grad_()
+            # A non-leaf to overwrite (in-place ops on a leaf that requires grad are refused); a transposed
+            # copy is not contiguous.
+            source = leaf.mT if transposed else leaf
+            for label, grad_y in _incoming_gradients(source.shape, generator):
+                x = source.clone()
+                where = f"for {_describe(x, 'x')} and slope {slope:.4g}"
+                version_before = x._version
+                y = Watched.apply(x, slope)
+                if y.data_ptr() != x.data_ptr():
+                    raise Mistake(
+                        f"forward returned a new tensor {where}; it must modify x in place and return x itself"
+                    )
+                if x._version == version_before:
+                    raise Mistake(f"x was not modified in place {where} (its version counter did not change)")
+                expect_close(y, F.leaky_relu(source, slope), f"the output {where}")
+                if y is not x or x.grad_fn is not y.grad_fn:
+                    raise Mistake(
+                        "x was overwritten, but autograd still sees x as it was before the call (x.grad_fn is "
+                        f"{type(x.grad_fn).__name__}): gradients taken through x would miss the leaky ReLU. "
+                        "Call ctx.mark_dirty(x) in forward and return x"
+                    )
+                (want,) = torch.autograd.grad(F.leaky_relu(source, slope), leaf, grad_y)
+                (got,) = _gradients(lambda _: x, (leaf,), grad_y, f"{where} and {label}")
+                expect_close(got, want, f"the gradient for x {where} and {label}")
+    _expect_no_autograd_in_backward()
+
+
+def _first_maximum_gradient(x, indices, grad_values):
+    return torch.zeros_like(x).scatter_(-1, indices.unsqueeze(-1), grad_values.unsqueeze(-1))
 
 
 @exercise("1.3 row max with its index")
 def check_row_max(RowMax) -> None:
     """RowMax.apply(x) -> (values, indices) over the last dimension; indices are not differentiable."""
-    (x,) = _double_inputs((5, 8))
-    values, indices = RowMax.apply(x)
-    want_values, want_indices = x.max(dim=-1)
-    expect_close(indices, want_indices, "the indices")
-    expect_close(values, want_values, "the values")
-    if indices.requires_grad:
-        raise Mistake("the indices require grad; mark them with ctx.mark_non_differentiable")
-    grad_values = torch.randn(5, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
-    (got,) = torch.autograd.grad(values, x, grad_values)
-    (want,) = torch.autograd.grad(x.max(dim=-1).values, x, grad_values)
-    expect_close(got, want, "the gradient for x")
+    Watched = _watched(RowMax)
+    generator = _generator(13)
+    rows, columns, depth = _sizes(generator, 3, 5, 30)
+    with _watching_autograd():
+        for shape, layout, ties in [
+            ((rows, columns), torch.Tensor.clone, False),
+            ((depth, 4, columns), _strided, False),
+            ((rows, columns), torch.Tensor.clone, True),
+            ((columns,), _strided, True),
+            ((4, depth, columns), lambda t: t.mT.contiguous().mT, True),
+        ]:
+            if ties:  # small whole numbers: most rows hold their maximum more than once
+                data = torch.randint(0, 4, shape, generator=generator).to(torch.float64)
+            else:
+                data = torch.randn(shape, generator=generator, dtype=torch.float64)
+            x = layout(data).requires_grad_()
+            where = f"for {_describe(x, 'x')}" + (
+                " with ties (rows holding their maximum twice or more)" if ties else ""
+            )
+            values, indices = Watched.apply(x)
+            want_values, want_indices = x.detach().max(dim=-1)
+            if ties:
+                try:
+                    expect_close(indices, want_indices, f"the index output {where}")
+                except Mistake as mistake:
+                    raise Mistake(f"{mistake}. On a tie, return the first position, as torch.max does") from None
+            else:
+                expect_close(indices, want_indices, f"the index output {where}")
+            expect_close(values, want_values, f"the value output {where}")
+            if indices.requires_grad:
+                raise Mistake("the indices require grad; mark them with ctx.mark_non_differentiable")
+            for label, grad_values in _incoming_gradients(want_values.shape, generator):
+                (got,) = _gradients(lambda t: Watched.apply(t)[0], (x,), grad_values, f"{where} and {label}")
+                want = _first_maximum_gradient(x.detach(), want_indices, grad_values)
+                hint = ": each row's whole gradient goes to the one position its index names" if ties else ""
+                try:
+                    expect_close(got, want, f"the gradient for x {where} and {label}")
+                except Mistake as mistake:
+                    raise Mistake(f"{mistake}{hint}") from None
+    _expect_no_autograd_in_backward()
 
 
 @exercise("1.4 twice-differentiable softplus")
 def check_softplus(SoftplusFn) -> None:
-    (x,) = _double_inputs((6,))
-    expect_close(SoftplusFn.apply(x), F.softplus(x), "the forward output")
-    large = torch.tensor([60.0, 800.0], dtype=torch.float64)
-    expect_close(SoftplusFn.apply(large), F.softplus(large), "the output for large inputs (overflow?)")
-    _expect_gradcheck(SoftplusFn.apply, (x,), second_order=True)
+    Watched = _watched(SoftplusFn)
+    generator = _generator(14)
+    (size,) = _sizes(generator, 1, 20, 60)
+    extremes = {
+        torch.float64: [-1000.0, -800.0, -100.0, -30.0, 30.0, 100.0, 800.0, 1000.0],
+        torch.float32: [-200.0, -100.0, -89.0, -30.0, 30.0, 89.0, 100.0, 200.0],
+    }
+    with _watching_autograd():
+        for dtype, large in extremes.items():
+            x = torch.cat([torch.randn(size, generator=generator, dtype=torch.float64) * 4, torch.tensor(large)])
+            x = _strided(x.to(dtype)).requires_grad_()
+            where = f"for {dtype} inputs from {min(large):g} to {max(large):g}"
+            expect_close(Watched.apply(x), F.softplus(x), f"the output {where} (overflow?)")
+            for label, grad_y in _incoming_gradients(x.shape, generator, dtype):
+                (got,) = _gradients(Watched.apply, (x,), grad_y, f"{where} and {label}")
+                expect_close(got, grad_y * torch.sigmoid(x.detach()), f"the gradient {where} and {label} (overflow?)")
+            (first,) = torch.autograd.grad(Watched.apply(x).sum(), x, create_graph=True)
+            if not first.requires_grad:
+                raise Mistake(
+                    "the first derivative carries no graph, so it has no second derivative: compute backward "
+                    "with differentiable torch operations on the saved input (no @once_differentiable)"
+                )
+            (second,) = torch.autograd.grad(first.sum(), x)
+            s = torch.sigmoid(x.detach())
+            expect_close(second, s * (1 - s), f"the second derivative {where} (overflow?)")
+        small = torch.randn(7, generator=generator, dtype=torch.float64, requires_grad=True)
+        _expect_gradcheck(Watched.apply, (small,), second_order=True)
+    _expect_no_autograd_in_backward()

@@ -8,6 +8,11 @@ The exercises work on the *gated tanh* unit, y = tanh(a) * sigmoid(b), written i
   tensors and raise a RuntimeError naming the argument for anything else.
 * 2.3 ``check_gated_function(GatedTanh, extension)``: ``GatedTanh`` is a ``torch.autograd.Function``
   whose forward and backward call the extension's ``gated_tanh_forward`` and ``gated_tanh_backward``.
+
+The checks draw their inputs when they run, from seeded generators: several shapes (sizes drawn too), float32
+and float64, values beyond the range of exp, and inputs and incoming gradients that are not contiguous
+(transposed, strided, and the stride-0 gradient `.sum()` passes back), each a view of memory that holds all
+of its elements, so that a C++ answer that ignores strides reads wrong values, never outside the buffer.
 """
 
 from __future__ import annotations
@@ -24,17 +29,72 @@ def gated_tanh(a, b):
     return torch.tanh(a) * torch.sigmoid(b)
 
 
+def _draw(shape, generator, dtype, *, extremes=()):
+    """Random values of `shape` (about -4 to 4), with the values in `extremes` written over its first elements."""
+    import torch
+
+    values = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2)
+    flat = values.view(-1)
+    count = min(len(extremes), flat.numel())
+    flat[:count] = torch.tensor(extremes[:count], dtype=torch.float64)
+    return values.to(dtype)
+
+
+def _strided(tensor):
+    """The same values, not contiguous: every other element of a buffer twice as wide."""
+    buffer = tensor.new_zeros(*tensor.shape[:-1], 2 * tensor.shape[-1])
+    buffer[..., ::2] = tensor
+    return buffer[..., ::2]
+
+
+def _transposed(tensor):
+    """The same values, not contiguous: stored column by column (the last two dimensions swapped in memory)."""
+    return tensor.mT.contiguous().mT
+
+
+def _expanded(tensor):
+    """A stride-0 tensor of tensor's shape (one row repeated), as `.sum()` and `.expand` pass on."""
+    row = tensor[(0,) * (tensor.dim() - 1)] if tensor.dim() > 1 else tensor
+    return row.expand(tensor.shape)
+
+
+# Beyond exp's range in each dtype: exp(-x) overflows to inf there, and inf / inf is NaN.
+_EXTREMES = {"float32": (-100.0, 100.0, -95.0, 95.0), "float64": (-1000.0, 1000.0, -750.0, 750.0)}
+
+
+def _backward_cases(generator):
+    """(shape, dtype, extremes?, layout of grad, layout of a and b): several sizes, dtypes, value ranges, layouts."""
+    import torch
+
+    rows, columns, depth = torch.randint(6, 40, (3,), generator=generator).tolist()
+    same = ("contiguous", lambda t: t)
+    return [
+        ((5,), torch.float64, False, same, same),
+        ((3, 4), torch.float64, False, same, same),
+        ((2, 3, 4), torch.float32, False, same, same),
+        ((rows, columns), torch.float32, True, same, same),
+        ((depth, 3, columns), torch.float64, True, same, same),
+        ((rows, columns), torch.float32, False, ("transposed", _transposed), same),
+        ((depth, 3, columns), torch.float64, False, ("strided", _strided), ("transposed", _transposed)),
+        ((rows, columns), torch.float64, False, ("expanded (stride 0)", _expanded), ("strided", _strided)),
+    ]
+
+
 @exercise("2.1 a backward in C++")
 def check_gated_tanh_backward(backward):
     import torch
 
     generator = torch.Generator().manual_seed(21)
-    for shape, dtype in [((5,), torch.float64), ((3, 4), torch.float64), ((2, 3, 4), torch.float32)]:
-        a = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
-        b = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
-        grad = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
-        leaf_a, leaf_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+    for shape, dtype, extremes, (grad_layout, in_grad_layout), (input_layout, in_input_layout) in _backward_cases(
+        generator
+    ):
+        wide = _EXTREMES[str(dtype).removeprefix("torch.")] if extremes else ()
+        a = in_input_layout(_draw(shape, generator, dtype, extremes=wide))
+        b = in_input_layout(_draw(shape, generator, dtype, extremes=wide[::-1]))
+        grad = in_grad_layout(_draw(shape, generator, dtype))
+        leaf_a, leaf_b = a.detach().clone().requires_grad_(), b.detach().clone().requires_grad_()
         expected_a, expected_b = torch.autograd.grad(gated_tanh(leaf_a, leaf_b), (leaf_a, leaf_b), grad)
+        originals = {"grad": grad.clone(), "a": a.clone(), "b": b.clone()}
 
         result = backward(grad, a, b)
         if not isinstance(result, (list, tuple)) or len(result) != 2:
@@ -44,6 +104,12 @@ def check_gated_tanh_backward(backward):
             raise Mistake(f"backward should return a list of two tensors [d_a, d_b], got {got}")
         d_a, d_b = result
         where = f"for a and b of shape {tuple(shape)} and dtype {dtype}"
+        if extremes:
+            where += f" with values as large as {max(wide):g} in size"
+        if input_layout != "contiguous":
+            where += f", a and b {input_layout} (not contiguous)"
+        if grad_layout != "contiguous":
+            where += f", grad {grad_layout} (not contiguous)"
         for name, value in (("d_a", d_a), ("d_b", d_b)):
             if not isinstance(value, torch.Tensor):
                 raise Mistake(f"{name} should be a tensor, got {type(value).__name__} {where}")
@@ -55,15 +121,28 @@ def check_gated_tanh_backward(backward):
             try:
                 expect_close(value, expected, f"{name} {where}")
             except Mistake as mistake:
+                if grad_layout != "contiguous" or input_layout != "contiguous":
+                    hint[name] += (
+                        "; and a tensor that is not contiguous is not laid out row by row in memory: use ATen "
+                        "calls, or call .contiguous() before reading data_ptr()"
+                    )
+                if extremes:
+                    hint[name] += "; and exp of a large number overflows to inf (inf / inf is nan): use at::sigmoid"
                 raise Mistake(f"{mistake}. Remember: {hint[name]}") from None
-        if a.grad is not None or b.grad is not None or not torch.equal(a, leaf_a.detach()):
-            raise Mistake("backward must not modify a or b")
+        for name, before in originals.items():
+            now = {"grad": grad, "a": a, "b": b}[name]
+            if not torch.equal(now, before):
+                raise Mistake(
+                    f"backward changed {name} in place {where}: the caller still needs it (autograd may pass the "
+                    "same gradient to other nodes); compute new tensors (grad * s, not grad.mul_(s))"
+                )
 
 
 _ARGUMENT_WORD = {"a": re.compile(r"\ba\b"), "b": re.compile(r"\bb\b")}
 
 
-def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case: str) -> None:
+def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case: str) -> str:
+    """Calls validate(a, b), which must raise a RuntimeError naming a culprit and the topic; returns its message."""
     named = " or ".join(culprits)
     try:
         validate(a, b)
@@ -82,18 +161,26 @@ def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case
                 f"{case}: you raised, but the message does not say it is about the {topic} "
                 f"(expected one of the words {', '.join(keywords)}); your message: {message!r}"
             ) from None
-        return
+        return message
     raise Mistake(
         f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
         f"naming {named} and its {topic}"
     )
 
 
-@exercise("2.2 input validation in C++")
-def check_gated_inputs(validate):
+_SHAPE, _DTYPE, _DEVICE = (
+    ("shape", ("shape", "size")),
+    ("dtype", ("dtype", "type", "double", "float")),
+    ("device", ("device", "meta", "cpu")),
+)
+_FLOATING = ("dtype (it must be floating point)", ("float", "dtype", "type"))
+
+
+def _validation_cases():
+    """(a, b, case) pairs that validate must accept, and (a, b, topic, case) that it must reject."""
     import torch
 
-    for a, b, case in [
+    accepted = [
         (torch.zeros(3, 4), torch.zeros(3, 4), "a and b both float32 of shape (3, 4)"),
         (
             torch.zeros(2, dtype=torch.float64),
@@ -101,7 +188,39 @@ def check_gated_inputs(validate):
             "a and b both float64 of shape (2,)",
         ),
         (torch.zeros(4, 3).t(), torch.zeros(3, 4), "a non-contiguous, b contiguous, both (3, 4)"),
-    ]:
+        (torch.zeros(2, 5, dtype=torch.float16), torch.zeros(2, 5, dtype=torch.float16), "a and b both float16"),
+        (
+            torch.zeros(2, 3, 4, dtype=torch.bfloat16),
+            torch.zeros(2, 3, 4, dtype=torch.bfloat16),
+            "a and b both bfloat16",
+        ),
+        (torch.zeros(3, 4, device="meta"), torch.zeros(3, 4, device="meta"), "a and b both on the meta device"),
+        (torch.zeros(0, 3), torch.zeros(0, 3), "a and b both empty, of shape (0, 3)"),
+    ]
+    rejected = [
+        (torch.zeros(3, 4), torch.zeros(4, 3), _SHAPE, "a of shape (3, 4) with b of shape (4, 3)"),
+        (torch.zeros(3, 4), torch.zeros(3, 4, dtype=torch.float64), _DTYPE, "a float32 with b float64"),
+        (torch.zeros(3, 4, dtype=torch.int64), torch.zeros(3, 4, dtype=torch.int64), _FLOATING, "a and b both int64"),
+        (torch.zeros(3, 4), torch.zeros(3, 4, device="meta"), _DEVICE, "a on the CPU with b on the meta device"),
+        (torch.zeros(2, 3, 4), torch.zeros(2, 3, 5), _SHAPE, "a of shape (2, 3, 4) with b of shape (2, 3, 5)"),
+        (torch.zeros(12), torch.zeros(3, 4), _SHAPE, "a of shape (12,) with b of shape (3, 4), as many elements"),
+        (torch.zeros(3, 4), torch.zeros(1, 3, 4), _SHAPE, "a of shape (3, 4) with b of shape (1, 3, 4)"),
+        (
+            torch.zeros(5, dtype=torch.float16),
+            torch.zeros(5, dtype=torch.bfloat16),
+            _DTYPE,
+            "a float16 with b bfloat16",
+        ),
+        (torch.zeros(3, dtype=torch.int32), torch.zeros(3, dtype=torch.int32), _FLOATING, "a and b both int32"),
+        (torch.zeros(3, device="meta"), torch.zeros(3), _DEVICE, "a on the meta device with b on the CPU"),
+    ]
+    return accepted, rejected
+
+
+@exercise("2.2 input validation in C++")
+def check_gated_inputs(validate):
+    accepted, rejected = _validation_cases()
+    for a, b, case in accepted:
         try:
             validate(a, b)
         except NotImplementedError:
@@ -110,42 +229,23 @@ def check_gated_inputs(validate):
             raise_if_not_attempted(error)
             raise Mistake(f"validate rejected valid inputs ({case}): {str(error).splitlines()[0]}") from None
 
-    _expect_rejected(
-        validate,
-        torch.zeros(3, 4),
-        torch.zeros(4, 3),
-        ("a", "b"),
-        "shape",
-        ("shape", "size"),
-        "a of shape (3, 4) with b of shape (4, 3)",
+    first_message = {}
+    for a, b, (topic, keywords), case in rejected:
+        message = _expect_rejected(validate, a, b, ("a", "b"), topic, keywords, case)
+        first_message.setdefault(topic, (case, message))
+    (shape_case, shape), (dtype_case, dtype), (device_case, device) = (
+        first_message[topic] for topic in ("shape", "dtype", "device")
     )
-    _expect_rejected(
-        validate,
-        torch.zeros(3, 4),
-        torch.zeros(3, 4, dtype=torch.float64),
-        ("a", "b"),
-        "dtype",
-        ("dtype", "type", "double", "float"),
-        "a float32 with b float64",
-    )
-    _expect_rejected(
-        validate,
-        torch.zeros(3, 4, dtype=torch.int64),
-        torch.zeros(3, 4, dtype=torch.int64),
-        ("a", "b"),
-        "dtype (it must be floating point)",
-        ("float", "dtype", "type"),
-        "a and b both int64",
-    )
-    _expect_rejected(
-        validate,
-        torch.zeros(3, 4),
-        torch.zeros(3, 4, device="meta"),
-        ("a", "b"),
-        "device",
-        ("device", "meta", "cpu"),
-        "a on the CPU with b on the meta device",
-    )
+    for (case, message), (other_case, other) in [
+        ((shape_case, shape), (dtype_case, dtype)),
+        ((shape_case, shape), (device_case, device)),
+        ((dtype_case, dtype), (device_case, device)),
+    ]:
+        if message == other:
+            raise Mistake(
+                f"the message is the same for {case} and for {other_case} ({message!r}): say which property "
+                "is wrong and what it is (one TORCH_CHECK per property, with the values it got)"
+            )
 
 
 class _Spy:
@@ -172,12 +272,19 @@ def check_gated_function(GatedTanh, extension):
     import torch
 
     generator = torch.Generator().manual_seed(23)
-    for shape, dtype in [((6,), torch.float64), ((3, 4), torch.float32)]:
-        a = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
-        b = torch.randn(shape, generator=generator, dtype=torch.float64).mul(2).to(dtype)
-        grad = torch.randn(shape, generator=generator, dtype=torch.float64).to(dtype)
-        where = f"for a and b of shape {tuple(shape)} and dtype {dtype}"
-        leaf_a, leaf_b = a.clone().requires_grad_(), b.clone().requires_grad_()
+    rows, columns = torch.randint(6, 40, (2,), generator=generator).tolist()
+    same = ("", lambda t: t)
+    for shape, dtype, (input_layout, in_input_layout), (grad_layout, in_grad_layout) in [
+        ((6,), torch.float64, same, same),
+        ((3, 4), torch.float32, same, same),
+        ((rows, columns), torch.float64, (", a and b transposed", _transposed), (", grad strided", _strided)),
+        ((2, rows, columns), torch.float32, (", a and b strided", _strided), (", grad expanded", _expanded)),
+    ]:
+        a = in_input_layout(_draw(shape, generator, dtype))
+        b = in_input_layout(_draw(shape, generator, dtype))
+        grad = in_grad_layout(_draw(shape, generator, dtype))
+        where = f"for a and b of shape {tuple(shape)} and dtype {dtype}{input_layout}{grad_layout}"
+        leaf_a, leaf_b = a.detach().requires_grad_(), b.detach().requires_grad_()
         with _Spy(extension, "gated_tanh_forward") as forward, _Spy(extension, "gated_tanh_backward") as backward:
             y = GatedTanh.apply(leaf_a, leaf_b)
             expect_close(y, gated_tanh(a, b), f"the output {where}")
@@ -199,8 +306,33 @@ def check_gated_function(GatedTanh, extension):
                     "in order (d_a, d_b)"
                 )
             expect_close(value, expected, f"the gradient for {name} {where}")
-    a64 = torch.randn(5, generator=generator, dtype=torch.float64, requires_grad=True)
-    b64 = torch.randn(5, generator=generator, dtype=torch.float64)
+    a64 = torch.randn(rows, generator=generator, dtype=torch.float64, requires_grad=True)
+    b64 = torch.randn(rows, generator=generator, dtype=torch.float64)
     (only_a,) = torch.autograd.grad(GatedTanh.apply(a64, b64).sum(), a64)
     (want,) = torch.autograd.grad(gated_tanh(a64, b64).sum(), a64)
     expect_close(only_a, want, "the gradient for a when b does not require grad")
+    _expect_saved_for_backward(GatedTanh, generator)
+
+
+def _expect_saved_for_backward(GatedTanh, generator):
+    """a changed in place between forward and backward: autograd must refuse, or the gradient stay right."""
+    import torch
+
+    leaf_a, leaf_b = (torch.randn(7, generator=generator, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    a, b = leaf_a * 1, leaf_b * 1  # non-leaves, which may be changed in place
+    y = GatedTanh.apply(a, b)
+    with torch.no_grad():
+        a.add_(1.0)
+    try:
+        got = torch.autograd.grad(y.sum(), (leaf_a, leaf_b))
+    except RuntimeError as error:
+        if "modified by an inplace operation" in str(error):
+            return  # save_for_backward noticed, as it should
+        raise
+    want = torch.autograd.grad(gated_tanh(leaf_a, leaf_b).sum(), (leaf_a, leaf_b))
+    if not all(torch.allclose(g, w) for g, w in zip(got, want)):
+        raise Mistake(
+            "after a was changed in place between forward and backward, backward silently used the new values "
+            "and returned a wrong gradient: save a and b with ctx.save_for_backward(a, b), which notices such "
+            "changes (tensors kept as ctx attributes are not checked)"
+        )

@@ -1,10 +1,15 @@
 """Checks for chapter 06 (TorchScript custom operators).
 
-* 6.1 ``check_gaussian_blur(op)``: the learner's `gaussian_blur` operator (from a library loaded with
-  `workbook.fresh_library`, so that a corrected version loads without a restart) against cv2.
-* 6.2 ``check_blur_then_warp(function)``: a scripted function calling that operator and warp_perspective.
+* 6.1 ``check_gaussian_blur(op)``: the learner's C++ `gaussian_blur` operator (from a library loaded with
+  `workbook.fresh_library`, so that a corrected version loads without a restart) against cv2, on images of
+  every channel count and of sizes drawn when the check runs, strided ones included; bad arguments must be
+  refused with a message that names the argument.
+* 6.2 ``check_blur_then_warp(function)``: a scripted function calling that operator and warp_perspective,
+  with every one of its arguments passed through.
 * 6.3 ``check_thumbnail(Thumbnail)``: a module that TorchScript compiles, that is right for gray and colour
-  images of any size, and that the chapter's C++ program runs from the saved file.
+  images of any size and for any thumbnail size, and that the chapter's C++ program runs from the saved file.
+
+Every input is drawn from a seeded generator inside the check: nothing here is data to read back.
 """
 
 from __future__ import annotations
@@ -20,117 +25,238 @@ def _blur_reference(image, ksize: int, sigma: float):
     return torch.from_numpy(blurred).reshape(image.shape)
 
 
-def _cases():
+def _warp_reference(image, warp, height: int, width: int):
+    import cv2
     import torch
 
-    generator = torch.Generator().manual_seed(6)
-    for shape, ksize, sigma in [((12, 17), 3, 0.8), ((20, 9, 3), 5, 1.5), ((16, 16, 1), 7, 2.0), ((9, 11), 1, 0.5)]:
-        yield torch.rand(shape, generator=generator), ksize, sigma
+    warped = cv2.warpPerspective(image.contiguous().numpy(), warp.numpy(), (width, height))
+    return torch.from_numpy(warped).reshape((height, width, *image.shape[2:]))
+
+
+def _randint(generator, low: int, high: int) -> int:
+    """An int in [low, high], from `generator`."""
+    import torch
+
+    return int(torch.randint(low, high + 1, (), generator=generator))
+
+
+def _uniform(generator, low: float, high: float) -> float:
+    import torch
+
+    return round(low + (high - low) * float(torch.rand((), generator=generator)), 3)
+
+
+def _random_image(generator, height: int, width: int, channels: int | None, *, transposed: bool = False):
+    """A float32 image; `transposed`: the same kind of image as a strided (non-contiguous) view."""
+    import torch
+
+    shape = (height, width) if channels is None else (height, width, channels)
+    if not transposed:
+        return torch.rand(shape, generator=generator)
+    return torch.rand((shape[1], shape[0], *shape[2:]), generator=generator).transpose(0, 1)
+
+
+def _describe(image) -> str:
+    layout = "" if image.is_contiguous() else " (a strided view: not contiguous)"
+    return f"{tuple(image.shape)} {str(image.dtype).removeprefix('torch.')} image{layout}"
+
+
+def _random_warp(generator):
+    """An invertible homography near the identity: rotation, scale, shear, shift and a little perspective."""
+    import math
+
+    import torch
+
+    angle = _uniform(generator, -0.3, 0.3)
+    scale_x, scale_y = _uniform(generator, 0.7, 1.3), _uniform(generator, 0.7, 1.3)
+    shear = _uniform(generator, -0.2, 0.2)
+    c, s = math.cos(angle), math.sin(angle)
+    return torch.tensor(
+        [
+            [c * scale_x, -s * scale_y + shear, _uniform(generator, -3, 3)],
+            [s * scale_x, c * scale_y, _uniform(generator, -3, 3)],
+            [_uniform(generator, -0.002, 0.002), _uniform(generator, -0.002, 0.002), 1.0],
+        ],
+        dtype=torch.float64,
+    )
+
+
+def _cpp_operator_name(op, what: str) -> str:
+    """The qualified name of `op`, which must be an operator from torch.ops with a kernel written in C++."""
+    import torch
+
+    if isinstance(op, torch._ops.OpOverloadPacket):
+        name = op._qualified_op_name
+    elif isinstance(op, torch._ops.OpOverload):
+        name = op.name()
+    else:
+        raise Mistake(
+            f"{what} should be your C++ operator from torch.ops (blur_ops.gaussian_blur), got a "
+            f"{type(op).__name__}: the exercise is the C++ kernel, not a Python function calling cv2"
+        )
+    # A kernel registered from C++ can be called unboxed (with C++ arguments); one registered from Python
+    # (torch.library) is boxed only.
+    if "unboxed" not in torch._C._dispatch_dump(name):
+        raise Mistake(
+            f"{name} has no kernel written in C++ (its kernels are registered from Python): write the "
+            "kernel in C++, in the GAUSSIAN_BLUR source"
+        )
+    return name
 
 
 @exercise("6.1 gaussian_blur operator")
 def check_gaussian_blur(op):
-    """`op(image, ksize, sigma)` (your library's gaussian_blur) matches cv2.GaussianBlur and rejects bad arguments."""
+    """`op(image, ksize, sigma)` (your library's C++ gaussian_blur) matches cv2.GaussianBlur on gray and 1- to
+    4-channel images of several sizes, strided ones included, and refuses bad arguments by name."""
     import torch
 
-    for image, ksize, sigma in _cases():
-        got = op(image, ksize, sigma)
+    name = _cpp_operator_name(op, "gaussian_blur")
+    generator = torch.Generator().manual_seed(6)
+    images = [_random_image(generator, _randint(generator, 6, 40), _randint(generator, 6, 40), None)]
+    images += [
+        _random_image(generator, _randint(generator, 6, 40), _randint(generator, 6, 40), channels)
+        for channels in (1, 2, 3, 4)
+    ]
+    images += [
+        _random_image(generator, _randint(generator, 6, 30), _randint(generator, 6, 30), channels, transposed=True)
+        for channels in (None, 3)
+    ]
+    images.append(_random_image(generator, 12, 16, 4)[..., 1:3])  # two of four channels: strided, too
+    for image in images:
+        ksize, sigma = 2 * _randint(generator, 0, 4) + 1, _uniform(generator, 0.3, 3.0)
         expect_close(
-            got,
+            op(image, ksize, sigma),
             _blur_reference(image, ksize, sigma),
-            f"gaussian_blur of a {tuple(image.shape)} image with ksize={ksize}, sigma={sigma}",
+            f"gaussian_blur of a {_describe(image)} with ksize={ksize}, sigma={sigma}",
         )
-    image = torch.rand(8, 8)
-    for bad_ksize in (4, 0, -3):
+
+    image = images[3]  # 3 channels
+    bad_arguments = [
+        ("ksize", (image, 4, 1.0), "ksize=4", "ksize must be odd"),
+        ("ksize", (image, 0, 1.0), "ksize=0", "ksize must be positive"),
+        ("ksize", (image, -3, 1.0), "ksize=-3", "ksize must be positive"),
+        ("image", (image.double(), 3, 1.0), "a float64 image", "the kernel reads float32 pixels only"),
+        ("image", (image.unsqueeze(0), 3, 1.0), "a 4-D image (a batch of one)", "an image is H x W or H x W x C"),
+        ("image", (image.flatten(), 3, 1.0), "a 1-D image", "an image is H x W or H x W x C"),
+        ("image", (image[:0], 3, 1.0), "an image with no rows", "OpenCV cannot blur an empty image"),
+    ]
+    for argument, arguments, what, rule in bad_arguments:
         try:
-            op(image, bad_ksize, 1.0)
-        except RuntimeError as error:
-            if "ksize" not in str(error):
+            op(*arguments)
+        except Exception as error:  # TORCH_CHECK raises RuntimeError; ATen and OpenCV raise others
+            raise_if_not_attempted(error)
+            message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+            if argument not in message:
                 raise Mistake(
-                    f"gaussian_blur(image, {bad_ksize}, 1.0) raised, but its message does not name "
-                    f"'ksize': {str(error).splitlines()[0]}"
+                    f"{name}({what}) raised, but its message does not name the argument '{argument}' "
+                    f"({rule}; check it with TORCH_CHECK and say so): {message}"
                 ) from None
         else:
-            raise Mistake(f"gaussian_blur(image, {bad_ksize}, 1.0) should raise: ksize must be odd and positive")
+            raise Mistake(f"{name}({what}) should raise an error that names '{argument}' ({rule}); it returned")
 
 
 @exercise("6.2 a scripted function calling both operators")
 def check_blur_then_warp(function):
-    """`function(image, warp, height, width, ksize, sigma)` is scripted and blurs, then warps."""
-    import cv2
+    """`function(image, warp, height, width, ksize, sigma)` is scripted, blurs with your operator, then warps,
+    using every argument it is given (checked on several drawn images, homographies and sizes)."""
     import torch
 
     if not isinstance(function, torch.jit.ScriptFunction):
         raise Mistake(f"blur_then_warp should be compiled with @torch.jit.script, got a {type(function).__name__}")
     generator = torch.Generator().manual_seed(62)
-    image = torch.rand(24, 32, 3, generator=generator)
-    warp = torch.tensor([[1.1, 0.2, -3.0], [-0.1, 0.9, 2.0], [0.001, 0.0005, 1.0]], dtype=torch.float64)
-    got = function(image, warp, 20, 30, 5, 1.2)
-    graph = str(function.graph)
-    for op in ("::gaussian_blur(", "workbook_cv::warp_perspective("):
-        if op not in graph:
-            raise Mistake(
-                f"the scripted graph never calls {op.strip(':(')} (an operator of your 6.1 library, "
-                "and workbook_cv's warp_perspective)"
-            )
-    blurred = _blur_reference(image, 5, 1.2)
-    expected = torch.from_numpy(cv2.warpPerspective(blurred.numpy(), warp.numpy(), (30, 20)))
-    expect_close(got, expected, "blur_then_warp(image, warp, 20, 30, 5, 1.2)")
+    for channels in (3, None, 4):
+        image = _random_image(generator, _randint(generator, 12, 40), _randint(generator, 12, 40), channels)
+        warp = _random_warp(generator)
+        height, width = _randint(generator, 8, 36), _randint(generator, 8, 36)
+        ksize, sigma = 2 * _randint(generator, 1, 4) + 1, _uniform(generator, 0.5, 3.0)
+        got = function(image, warp, height, width, ksize, sigma)
+        graph = str(function.inlined_graph)
+        for op in ("::gaussian_blur(", "workbook_cv::warp_perspective("):
+            if op not in graph:
+                raise Mistake(
+                    f"the scripted graph never calls {op.strip(':(')} (an operator of your 6.1 library, "
+                    "and workbook_cv's warp_perspective)"
+                )
+        expected = _warp_reference(_blur_reference(image, ksize, sigma), warp, height, width)
+        expect_close(
+            got,
+            expected,
+            f"blur_then_warp of a {_describe(image)} with height={height}, width={width}, ksize={ksize}, "
+            f"sigma={sigma} (each argument must reach the operators)",
+        )
 
 
 def _thumbnail_reference(image, size: int):
-    import cv2
     import torch
 
     scale = torch.tensor([[size / image.size(1), 0, 0], [0, size / image.size(0), 0], [0, 0, 1]], dtype=torch.float64)
-    out = torch.from_numpy(cv2.warpPerspective(image.numpy(), scale.numpy(), (size, size)))
-    return out.reshape(size, size, -1).mean(dim=-1) if image.dim() == 3 else out
+    out = _warp_reference(image, scale, size, size)
+    return out.mean(dim=-1) if image.dim() == 3 else out
+
+
+def _thumbnail_cases(generator):
+    """(thumbnail size, image): gray and 1- to 4-channel images, a gray one only 3 pixels wide, a strided one."""
+    small, large = _randint(generator, 9, 15), _randint(generator, 17, 24)
+
+    def side():
+        return _randint(generator, 20, 64)
+
+    return [
+        (small, _random_image(generator, side(), side(), 3)),
+        (small, _random_image(generator, side(), side(), None)),
+        (large, _random_image(generator, side(), side(), 2)),
+        (large, _random_image(generator, side(), side(), 4)),
+        (small, _random_image(generator, side(), side(), 1)),
+        (large, _random_image(generator, side(), 3, None)),  # gray, and its last size is 3
+        (small, _random_image(generator, side(), side(), 3, transposed=True)),
+    ]
 
 
 @exercise("6.3 a scripted Thumbnail that the C++ program runs")
 def check_thumbnail(thumbnail_class):
-    """`thumbnail_class(size)` is an nn.Module: TorchScript compiles it; its forward(image) is right for gray
-    and colour images of several sizes; saved, it runs in the chapter's C++ program (example_app)."""
+    """`thumbnail_class(size)` is an nn.Module: TorchScript compiles it; its forward(image) warps with
+    workbook_cv::warp_perspective and is right for gray and colour images of several sizes and thumbnail sizes;
+    saved, it runs in the chapter's C++ program (example_app)."""
     import torch
 
-    from .. import BUILD_DIR, torchscript
+    from .. import torchscript
 
     generator = torch.Generator().manual_seed(63)
-    images = [
-        torch.rand(30, 40, 3, generator=generator),
-        torch.rand(25, 50, generator=generator),
-        torch.rand(64, 48, 2, generator=generator),
-    ]
-    module = thumbnail_class(16)
-    try:
-        scripted = torch.jit.script(module)
-    except Exception as error:  # the TorchScript compiler raises several kinds
-        raise Mistake(
-            f"TorchScript cannot compile Thumbnail ({type(error).__name__}): {torchscript.error_summary(str(error), 2)}"
-        ) from None
-    for image in images:
+    scripted_by_size = {}
+    for size, image in _thumbnail_cases(generator):
+        if size not in scripted_by_size:
+            try:
+                scripted_by_size[size] = torch.jit.script(thumbnail_class(size))
+            except Exception as error:  # the TorchScript compiler raises several kinds
+                raise_if_not_attempted(error)
+                raise Mistake(
+                    f"TorchScript cannot compile Thumbnail ({type(error).__name__}): "
+                    f"{torchscript.error_summary(str(error), 2)}"
+                ) from None
+        scripted = scripted_by_size[size]
         try:
             got = scripted(image)
-        except torch.jit.Error as error:
+        except Exception as error:  # torch.jit.Error, or the RuntimeError of an op that failed in the interpreter
             raise_if_not_attempted(error)
             raise Mistake(
-                f"the scripted Thumbnail(16) raised for a {tuple(image.shape)} image: "
-                f"{torchscript.error_summary(str(error), 1)}"
+                f"the scripted Thumbnail({size}) raised for a {_describe(image)}: {str(error).strip().splitlines()[-1]}"
             ) from None
+        if "workbook_cv::warp_perspective" not in str(scripted.inlined_graph):
+            raise Mistake(
+                "Thumbnail's forward never calls workbook_cv::warp_perspective: the exercise is to warp with it"
+            )
         expect_close(
-            got, _thumbnail_reference(image, 16), f"Thumbnail(16) of a {tuple(image.shape)} image", rtol=1e-5, atol=1e-5
+            got, _thumbnail_reference(image, size), f"Thumbnail({size}) of a {_describe(image)}", rtol=1e-5, atol=1e-5
         )
-    folder = BUILD_DIR / "ch06"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "thumbnail.pt"
-    scripted.save(str(path))
-    run = torchscript.run_app(torchscript.example_app(), path, (images[0],), check=False)
-    if run.returncode != 0:
+
+    size, image = _randint(generator, 10, 20), _random_image(generator, 33, 47, 3)
+    run, result = torchscript.run_scripted_in_app(torch.jit.script(thumbnail_class(size)), (image,))
+    if result is None:
         raise Mistake(f"the C++ program could not run the saved Thumbnail: {torchscript.error_summary(run.stderr, 2)}")
     expect_close(
-        torchscript.read_app_output(path),
-        _thumbnail_reference(images[0], 16),
-        "the C++ program's Thumbnail(16) of a (30, 40, 3) image",
+        result,
+        _thumbnail_reference(image, size),
+        f"the C++ program's Thumbnail({size}) of a {_describe(image)}",
         rtol=1e-5,
         atol=1e-5,
     )

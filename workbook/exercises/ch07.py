@@ -2,10 +2,15 @@
 
 * 7.1 ``check_recent_strings(RecentStrings)``: the learner's class (from a library loaded with
   `workbook.fresh_library`, so that a corrected version loads without a restart) keeps its newest strings
-  and its capacity through torch.jit.save and torch.jit.load.
-* 7.2 ``check_reverse(function)``: a scripted function reversing a list through a TensorStack.
-* 7.3 ``check_accumulator(Accumulator)``: a module keeping its inputs on a TensorStack; saved after two calls,
-  the chapter's C++ program continues from that state.
+  and its capacity through torch.jit.save and torch.jit.load, full or not, at capacities drawn when the
+  check runs.
+* 7.2 ``check_reverse(function)``: a scripted function reversing lists of several lengths by pushing onto a
+  TensorStack and popping off it.
+* 7.3 ``check_accumulator(Accumulator)``: a module keeping its inputs on a TensorStack, right for inputs of
+  drawn shapes, float64 and strided ones; saved after two calls, the chapter's C++ program continues from
+  that state.
+
+Every input is drawn from a seeded generator inside the check: nothing here is data to read back.
 """
 
 from __future__ import annotations
@@ -15,100 +20,178 @@ import io
 from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 
-class _Holder:
-    """Builds (lazily, torch imported) a scripted module holding a RecentStrings object."""
+def _randint(generator, low: int, high: int) -> int:
+    """An int in [low, high], from `generator`."""
+    import torch
 
-    @staticmethod
-    def module(recent):
-        from typing import List
+    return int(torch.randint(low, high + 1, (), generator=generator))
 
-        import torch
 
-        class Keeper(torch.nn.Module):
-            def __init__(self, recent):
-                super().__init__()
-                self.recent = recent
+def _keeper(recent):
+    """A scripted module holding a RecentStrings object: forward(word) pushes and returns the items."""
+    from typing import List
 
-            def forward(self, word: str) -> List[str]:
-                self.recent.push(word)
-                return self.recent.items()
+    import torch
 
-        return torch.jit.script(Keeper(recent))
+    class Keeper(torch.nn.Module):
+        def __init__(self, recent):
+            super().__init__()
+            self.recent = recent
+
+        def forward(self, word: str) -> List[str]:
+            self.recent.push(word)
+            return self.recent.items()
+
+    return torch.jit.script(Keeper(recent))
+
+
+def _saved_and_loaded(recent):
+    """(the scripted module holding `recent`, its copy after torch.jit.save and torch.jit.load)."""
+    import torch
+
+    module = _keeper(recent)
+    buffer = io.BytesIO()
+    torch.jit.save(module, buffer)
+    buffer.seek(0)
+    return module, torch.jit.load(buffer)
 
 
 @exercise("7.1 RecentStrings keeps its capacity through save and load")
 def check_recent_strings(cls):
-    """`cls` (your library's RecentStrings): keeps the newest `capacity` strings; its state survives save and load."""
+    """`cls` (your library's RecentStrings): keeps the newest `capacity` strings, oldest first; its capacity and
+    strings survive save and load whether it is full or not, and saving leaves the original as it was."""
     import torch
 
-    recent = cls(3)
-    if recent.capacity() != 3:
-        raise Mistake(f"RecentStrings(3).capacity() returned {recent.capacity()}, expected 3")
-    for word in ["a", "b", "c", "d", "e"]:
-        recent.push(word)
-    if recent.items() != ["c", "d", "e"]:
-        raise Mistake(
-            f"after pushing a, b, c, d, e into RecentStrings(3), items() is {recent.items()}, "
-            "expected ['c', 'd', 'e'] (the newest three, oldest first)"
-        )
-    if recent.size() != 3:
-        raise Mistake(f"size() is {recent.size()} after overflowing a capacity of 3, expected 3")
+    generator = torch.Generator().manual_seed(71)
+    letters = "abcdefghijklmnopqrstuvwxyz"
 
-    module = _Holder.module(recent)
-    buffer = io.BytesIO()
-    torch.jit.save(module, buffer)
-    buffer.seek(0)
-    loaded = torch.jit.load(buffer)
+    def words(count: int) -> list[str]:
+        return [
+            "".join(letters[_randint(generator, 0, 25)] for _ in range(_randint(generator, 1, 6))) for _ in range(count)
+        ]
+
+    for capacity in (1, _randint(generator, 2, 4), _randint(generator, 5, 8)):
+        recent = cls(capacity)
+        if recent.capacity() != capacity:
+            raise Mistake(f"RecentStrings({capacity}).capacity() returned {recent.capacity()}, expected {capacity}")
+        pushed = words(capacity + _randint(generator, 1, 4))
+        for count, word in enumerate(pushed, start=1):
+            recent.push(word)
+            if recent.items() != pushed[:count][-capacity:]:
+                raise Mistake(
+                    f"after pushing {pushed[:count]} into RecentStrings({capacity}), items() is {recent.items()}, "
+                    f"expected {pushed[:count][-capacity:]} (the newest {capacity}, oldest first)"
+                )
+        if recent.size() != capacity:
+            raise Mistake(f"size() is {recent.size()} after overflowing a capacity of {capacity}, expected {capacity}")
+
+        module, loaded = _saved_and_loaded(recent)
+        restored = loaded.recent
+        if restored.capacity() != capacity or restored.items() != pushed[-capacity:]:
+            raise Mistake(
+                f"after torch.jit.save and torch.jit.load, a full RecentStrings({capacity}) has capacity() "
+                f"{restored.capacity()} and items() {restored.items()}, expected {capacity} and "
+                f"{pushed[-capacity:]}: __getstate__ must save both and __setstate__ restore both"
+            )
+        if module.recent.items() != pushed[-capacity:]:
+            raise Mistake(
+                f"saving changed the original object: its items() became {module.recent.items()}, expected "
+                f"{pushed[-capacity:]} (__getstate__ must read the state, not take it away)"
+            )
+        (extra,) = words(1)
+        if loaded(extra) != (pushed + [extra])[-capacity:]:
+            raise Mistake(
+                f"after save and load, pushing {extra!r} through the loaded module should give "
+                f"{(pushed + [extra])[-capacity:]}, got {restored.items()}"
+            )
+
+    # Not full when saved: the capacity must come from the saved state, not from the number of strings.
+    capacity = _randint(generator, 4, 8)
+    recent, pushed = cls(capacity), words(_randint(generator, 1, capacity - 2))
+    for word in pushed:
+        recent.push(word)
+    _, loaded = _saved_and_loaded(recent)
     restored = loaded.recent
-    if restored.capacity() != 3:
+    if restored.capacity() != capacity or restored.items() != pushed:
         raise Mistake(
-            f"after torch.jit.save and torch.jit.load, capacity() is {restored.capacity()}, expected 3: "
-            "__getstate__ must save it and __setstate__ restore it"
+            f"a RecentStrings({capacity}) holding {len(pushed)} string(s) has capacity() {restored.capacity()} and "
+            f"items() {restored.items()} after save and load, expected {capacity} and {pushed}: save the capacity "
+            "itself in the state, and build the restored object with it"
         )
-    if restored.items() != ["c", "d", "e"]:
-        raise Mistake(f"after save and load, items() is {restored.items()}, expected ['c', 'd', 'e']")
-    if loaded("f") != ["d", "e", "f"]:
+    more = words(capacity)
+    for word in more:
+        loaded(word)
+    if restored.items() != (pushed + more)[-capacity:]:
         raise Mistake(
-            f"after save and load, pushing 'f' through the loaded module should give ['d', 'e', 'f'], got {loaded('f')}"
+            f"the loaded RecentStrings({capacity}) holds {restored.items()} after {capacity} more pushes, expected "
+            f"{(pushed + more)[-capacity:]}"
         )
+
+    try:
+        cls(0)
+    except RuntimeError as error:
+        if "capacity" not in str(error):
+            raise Mistake(f"RecentStrings(0) raised, but its message does not name 'capacity': {error}") from None
+    else:
+        raise Mistake("RecentStrings(0) should raise an error that names 'capacity' (it must be at least 1)")
 
 
 @exercise("7.2 reverse a list with TensorStack in TorchScript")
 def check_reverse(function):
-    """`function(tensors)` is scripted, uses workbook_classes::TensorStack and reverses the list."""
+    """`function(tensors)` is scripted, pushes onto a workbook_classes::TensorStack and pops off it, and reverses
+    lists of several lengths (tensors of different shapes)."""
     import torch
 
     if not isinstance(function, torch.jit.ScriptFunction):
         raise Mistake(f"reverse should be compiled with @torch.jit.script, got a {type(function).__name__}")
-    tensors = [torch.full((2,), float(i)) for i in range(4)]
-    got = function(tensors)
-    if "TensorStack" not in str(function.graph):
-        raise Mistake("the scripted graph never uses torch.classes.workbook_classes.TensorStack")
-    if not isinstance(got, list) or len(got) != 4:
-        raise Mistake(f"reverse of a list of 4 tensors should return a list of 4, got {got!r}")
-    for position, (actual, expected) in enumerate(zip(got, reversed(tensors))):
-        expect_close(actual, expected, f"element {position} of the result")
-    if function([]) != []:
-        raise Mistake("reverse([]) should return an empty list")
+    generator = torch.Generator().manual_seed(72)
+    for length in (_randint(generator, 5, 9), 1, 0, _randint(generator, 2, 4)):
+        tensors = [
+            torch.randn(_randint(generator, 1, 4), _randint(generator, 1, 3), generator=generator)
+            for _ in range(length)
+        ]
+        got = function(tensors)
+        graph = function.inlined_graph
+        if "TensorStack" not in str(graph):
+            raise Mistake("the scripted graph never uses torch.classes.workbook_classes.TensorStack")
+        if "pop" not in {node.s("name") for node in graph.findAllNodes("prim::CallMethod")}:
+            raise Mistake(
+                "reverse never pops from its TensorStack: push every tensor onto the stack, then pop them off "
+                "(the stack is what reverses them)"
+            )
+        if not isinstance(got, list) or len(got) != length:
+            what = f"a list of {len(got)}" if isinstance(got, list) else f"a {type(got).__name__}"
+            raise Mistake(f"reverse of a list of {length} tensors should return a list of {length}, got {what}")
+        for position, (actual, expected) in enumerate(zip(got, reversed(tensors))):
+            expect_close(actual, expected, f"element {position} of reverse of a list of {length} tensors")
 
 
 def _run_scripted(call, what: str):
-    import torch
-
     try:
         return call()
-    except torch.jit.Error as error:
+    except Exception as error:  # torch.jit.Error, or the RuntimeError of an op that failed in the interpreter
         raise_if_not_attempted(error)
         raise Mistake(f"{what} raised: {str(error).strip().splitlines()[-1]}") from None
+
+
+def _check_calls(scripted, inputs, what: str) -> None:
+    """Call `scripted` with each input in turn; each result must be the sum of the inputs so far."""
+    import torch
+
+    for step, x in enumerate(inputs, start=1):
+        got = _run_scripted(lambda x=x: scripted(x), f"call {step} of the scripted Accumulator ({what})")
+        expected = torch.stack(inputs[:step]).sum(dim=0)
+        expect_close(got, expected, f"the result of call {step} ({what}: the sum of the {step} input(s) so far)")
 
 
 @exercise("7.3 a TensorStack's state reaches the C++ program")
 def check_accumulator(accumulator_class):
     """`accumulator_class()` keeps its inputs on self.history (a TensorStack); forward(x) returns the sum of all
-    inputs so far, reset() empties the stack and returns how many it held; a saved one continues in C++."""
+    inputs so far, for inputs of any shape and floating dtype; reset() empties the stack and returns how many it
+    held; a saved one continues in C++."""
     import torch
 
-    from .. import BUILD_DIR, torchscript
+    from .. import torchscript
 
     module = accumulator_class()
     history = getattr(module, "history", None)
@@ -121,34 +204,36 @@ def check_accumulator(accumulator_class):
         )
     scripted = torch.jit.script(module)
     generator = torch.Generator().manual_seed(73)
-    a, b, c = (torch.randn(3, 4, generator=generator) for _ in range(3))
-    for step, (x, expected) in enumerate([(a, a), (b, a + b)], start=1):
-        got = _run_scripted(lambda: scripted(x), f"call {step} of the scripted Accumulator")
-        expect_close(got, expected, f"the result of call {step} (the sum of the {step} input(s) so far)")
+    shape = (_randint(generator, 2, 6), _randint(generator, 2, 6))
+    calls = _randint(generator, 3, 5)
+    inputs = [torch.randn(shape, generator=generator) for _ in range(calls - 1)]
+    inputs.append(torch.randn(shape[::-1], generator=generator).t())  # strided: not contiguous
+    _check_calls(scripted, inputs, f"float32 inputs of shape {shape}")
     held = _run_scripted(lambda: scripted.reset(), "reset()")
-    if held != 2 or scripted.history.size() != 0:
+    if held != calls or scripted.history.size() != 0:
         raise Mistake(
-            f"after two calls, reset() returned {held} and left {scripted.history.size()} tensor(s) on the "
-            "stack: it should empty the stack and return 2"
+            f"after {calls} calls, reset() returned {held} and left {scripted.history.size()} tensor(s) on the "
+            f"stack: it should empty the stack and return {calls}"
         )
+    fresh_start = torch.randn(shape, generator=generator)
     expect_close(
-        _run_scripted(lambda: scripted(c), "the call after reset()"), c, "the result of the first call after reset()"
+        _run_scripted(lambda: scripted(fresh_start), "the call after reset()"),
+        fresh_start,
+        "the result of the first call after reset()",
     )
 
+    length = _randint(generator, 1, 5)
+    doubles = [torch.randn(length, dtype=torch.float64, generator=generator) for _ in range(2)]
+    _check_calls(torch.jit.script(accumulator_class()), doubles, f"float64 inputs of shape ({length},)")
+
+    shape = (_randint(generator, 2, 5), _randint(generator, 2, 5), _randint(generator, 1, 3))
+    a, b, c = (torch.randn(shape, generator=generator) for _ in range(3))
     fresh = torch.jit.script(accumulator_class())
     fresh(a)
     fresh(b)
-    folder = BUILD_DIR / "ch07"
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / "accumulator.pt"
-    fresh.save(str(path))
-    run = torchscript.run_app(torchscript.example_app(), path, (c,), check=False)
-    if run.returncode != 0:
+    run, result = torchscript.run_scripted_in_app(fresh, (c,))
+    if result is None:
         raise Mistake(
             f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
         )
-    expect_close(
-        torchscript.read_app_output(path),
-        a + b + c,
-        "the C++ program's call on an Accumulator saved after two calls (a + b, then c)",
-    )
+    expect_close(result, a + b + c, "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")

@@ -346,12 +346,8 @@ template <typename scalar_t, Reduce R>
 void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOutputs& outs) {
   using acc_t = acc_type<scalar_t>;
   Tensor& out = outs.out;
-  // The buffer we accumulate in: out itself when it is contiguous and of the accumulation type.
-  const bool in_place = std::is_same_v<acc_t, scalar_t> && out.is_contiguous();
-  Tensor acc = in_place ? out
-                        : torch::stable::to(out, torch::headeronly::CppTypeToScalarType<acc_t>::value, std::nullopt,
-                                            std::nullopt, std::nullopt, /*non_blocking=*/false, /*copy=*/true,
-                                            torch::headeronly::MemoryFormat::Contiguous);
+  bool in_place;
+  Tensor acc = accumulation_buffer<acc_t, scalar_t>(out, in_place);
   acc_t* a = acc.mutable_data_ptr<acc_t>();
   const Tensor& per_group = R == Reduce::Mean ? outs.count : outs.argindex;
   int64_t* extra = per_group.defined() ? per_group.mutable_data_ptr<int64_t>() : nullptr;
@@ -381,10 +377,10 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
   const Tensor src_c = src.is_contiguous() ? src : torch::stable::contiguous(src);
   const Tensor index3 = index_in_geometry(index, g);
 
-  THO_DISPATCH_V2(
-      src.scalar_type(), "scatter_reduce_cpu",
-      AT_WRAP([&] { with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs); }); }),
-      AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
+  THO_DISPATCH_V2(src.scalar_type(), "scatter_reduce_cpu", AT_WRAP([&] {
+                    with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs); });
+                  }),
+                  AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
   return {outs.out, outs.argindex};
 }
 

@@ -219,12 +219,8 @@ void run(const Tensor& src_c, const Tensor& index3, const Geometry& g, ScatterOu
          cudaStream_t stream) {
   using acc_t = acc_type<scalar_t>;
   Tensor& out = outs.out;
-  // Accumulate in out itself when it is contiguous and of the accumulation type, else in a copy.
-  const bool in_place = std::is_same_v<acc_t, scalar_t> && out.is_contiguous();
-  Tensor acc = in_place ? out
-                        : torch::stable::to(out, torch::headeronly::CppTypeToScalarType<acc_t>::value, std::nullopt,
-                                            std::nullopt, std::nullopt, /*non_blocking=*/false, /*copy=*/true,
-                                            torch::headeronly::MemoryFormat::Contiguous);
+  bool in_place;
+  Tensor acc = accumulation_buffer<acc_t, scalar_t>(out, in_place);
   const scalar_t* src = src_c.const_data_ptr<scalar_t>();
   const int64_t* index = index3.const_data_ptr<int64_t>();
   acc_t* a = acc.mutable_data_ptr<acc_t>();
@@ -292,8 +288,8 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
   // torch::stable::full takes its value as a double).
   const bool check_index = out.has_value() || dim_size.has_value();
   const int64_t no_bad_index = g.src_numel();
-  Tensor bad = check_index ? torch::stable::full({1}, static_cast<double>(no_bad_index), ScalarType::Long,
-                                                 std::nullopt, src.device())
+  Tensor bad = check_index ? torch::stable::full({1}, static_cast<double>(no_bad_index), ScalarType::Long, std::nullopt,
+                                                 src.device())
                            : Tensor();
   int64_t* bad_ptr = check_index ? bad.mutable_data_ptr<int64_t>() : nullptr;
 
@@ -301,8 +297,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
   STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_get_current_cuda_stream(src.get_device_index(), &stream));
   const auto current = static_cast<cudaStream_t>(stream);
   THO_DISPATCH_V2(
-      src.scalar_type(), "scatter_reduce_cuda",
-      AT_WRAP([&] {
+      src.scalar_type(), "scatter_reduce_cuda", AT_WRAP([&] {
         with_reduce(r, [&](auto R) { run<scalar_t, decltype(R)::value>(src_c, index3, g, outs, bad_ptr, current); });
       }),
       AT_EXPAND(AT_ALL_TYPES), ScalarType::Half, ScalarType::BFloat16);
@@ -313,7 +308,8 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
       const int64_t i = position % g.inner;
       const int64_t j = (position / g.inner) % g.n;
       const int64_t o = position / (g.inner * g.n);
-      const int64_t value = item(torch::stable::select(torch::stable::select(torch::stable::select(index3, 0, o), 0, j), 0, i));
+      const int64_t value =
+          item(torch::stable::select(torch::stable::select(torch::stable::select(index3, 0, o), 0, j), 0, i));
       STD_TORCH_CHECK(false, "index value ", value, " at position ", j,
                       " along dim is out of range: index values must lie in [0, dim_size) = [0, ", g.m, ")");
     }
