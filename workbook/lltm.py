@@ -165,8 +165,10 @@ def _forward_setup_context(ctx, inputs, output):
     weights = inputs[1]
     _, new_cell, gates, X = output
     ctx.save_for_backward(new_cell, gates, X, weights)
-    # gates and X are returned for the backward only: no gradient flows back through them, and
-    # marking them says so (a loss computed from them fails loudly instead of getting no gradient).
+    # gates and X are returned for the backward only, and _forward_backward drops any gradient sent
+    # to them. Marked, they come out with requires_grad=False: autograd treats them as constants. Left
+    # unmarked, they would require grad, and a loss computed from them would send gradients that this
+    # backward ignores: wrong gradients, and nothing to say so.
     ctx.mark_non_differentiable(gates, X)
 
 
@@ -254,7 +256,7 @@ class LLTMFunction(torch.autograd.Function):
     def forward(ctx, input, weights, bias, old_h, old_cell):
         ext = _extension or load_extension()
         new_h, new_cell, gates, X = ext.forward(input, weights, bias, old_h, old_cell)
-        # Everything the C++ backward reads; intermediates are saved, not recomputed.
+        # Everything the C++ backward reads; the intermediates are saved, and only tanh(new_cell) is recomputed.
         ctx.save_for_backward(new_cell, gates, X, weights)
         return new_h, new_cell
 
