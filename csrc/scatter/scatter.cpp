@@ -314,6 +314,10 @@ static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char*
 // Autograd and ADInplaceOrView keys out of this thread's dispatch, so the dispatcher goes on to
 // the kernel of the tensors' backend (CPU, CUDA, or the fake kernel under torch.compile) instead
 // of coming back to the autograd kernel that is calling.
+// The write into out is made with the caller's grad mode (`grad_mode`), not the one a Function's
+// forward() runs in (off). Eager autograd does not mind, but torch.compile does: its functionalization
+// takes a write made with grad mode off for one autograd cannot see, and drops the op's backward
+// from out's gradient (out's initial values would get the incoming gradient unmasked, undivided).
 struct SumLikeOp {
   c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, OptionalSymInt)> functional;
   c10::TypedOperatorHandle<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
@@ -323,9 +327,10 @@ struct SumLikeOp {
         accumulate(find_op<void(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   Tensor below_autograd(const Tensor& src, const Tensor& index, int64_t dim, const std::optional<Tensor>& out,
-                        OptionalSymInt dim_size) const {
+                        OptionalSymInt dim_size, bool grad_mode) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    at::AutoGradMode callers_grad_mode(grad_mode);
     accumulate.call(src, index, dim, *out);
     return *out;
   }
@@ -343,9 +348,11 @@ struct ArgReduceOp {
         accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
-                                            const std::optional<Tensor>& out, OptionalSymInt dim_size) const {
+                                            const std::optional<Tensor>& out, OptionalSymInt dim_size,
+                                            bool grad_mode) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    at::AutoGradMode callers_grad_mode(grad_mode);
     return {*out, accumulate.call(src, index, dim, *out)};
   }
 };
@@ -353,9 +360,9 @@ struct ArgReduceOp {
 class ScatterSum : public torch::autograd::Function<ScatterSum> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, OptionalSymInt dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const SumLikeOp op("wb_scatter::scatter_sum");
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
@@ -370,16 +377,16 @@ class ScatterSum : public torch::autograd::Function<ScatterSum> {
     Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad : Tensor();  // out + sum: identity
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
 class ScatterMean : public torch::autograd::Function<ScatterMean> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, OptionalSymInt dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const SumLikeOp op("wb_scatter::scatter_mean");
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
@@ -397,7 +404,7 @@ class ScatterMean : public torch::autograd::Function<ScatterMean> {
     // Each src element contributed 1/count of its group's mean; its group has count >= 1.
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx).div(count.gather(dim, idx)) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad.div(count.clamp_min(1)) : Tensor();
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
@@ -405,9 +412,9 @@ template <typename Self>
 class ScatterArgReduce : public torch::autograd::Function<Self> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                               const std::optional<Variable>& out, OptionalSymInt dim_size) {
+                               const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const ArgReduceOp op(Self::name);
-    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size);
+    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     dim = wrap_dim(src, dim);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["n"] = src.sym_size(dim);
@@ -432,7 +439,7 @@ class ScatterArgReduce : public torch::autograd::Function<Self> {
     }
     Tensor grad_out;
     if (ctx->saved_data["has_out"].toBool()) grad_out = grad.masked_fill(arg.ne(n), 0);
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
@@ -463,34 +470,35 @@ static void check_out_for_autograd(const Tensor& src, const Tensor& out) {
 // The Autograd kernels: each overload applies its op's Function.
 static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size);
+  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
 }
 static void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  ScatterSum::apply(src, index, dim, out, std::nullopt);
+  ScatterSum::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
 }
 static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size);
+  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
 }
 static void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  ScatterMean::apply(src, index, dim, out, std::nullopt);
+  ScatterMean::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
 }
 template <typename F>
 static std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim,
                                              OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size);
+  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
   return {result[0], result[1]};
 }
 template <typename F>
 static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  return F::apply(src, index, dim, out, std::nullopt)[1];  // the argindex; out itself was written
+  variable_list result = F::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
+  return result[1];  // the argindex; out itself was written
 }
 
 }  // namespace
