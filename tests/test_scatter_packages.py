@@ -445,6 +445,18 @@ def test_dim_size_stays_a_symbol_when_traced(package):
     (call,) = [node for node in graph.nodes if node.target is package.ops.scatter_max.default]
     assert isinstance(call.args[3], torch.fx.Node), f"dim_size was traced as the constant {call.args[3]!r}"
 
+    class Pool(torch.nn.Module):
+        def forward(self, src, index, groups):
+            return f(src, index, groups)
+
+    groups = torch.export.Dim("groups")
+    example = (src.detach(), torch.tensor([0, 2, 2, 0, 3, 0]), torch.zeros(4))
+    exported = torch.export.export(Pool(), example, dynamic_shapes=(None, None, {0: groups}))
+    (call,) = [node for node in exported.graph.nodes if node.target is package.ops.scatter_max.default]
+    assert isinstance(call.args[3], torch.fx.Node), f"torch.export made dim_size the constant {call.args[3]!r}"
+    bigger = (torch.randn(6, 3), torch.tensor([0, 6, 6, 1, 0, 2]), torch.zeros(7))  # 7 groups, the same program
+    torch.testing.assert_close(exported.module()(*bigger), f(*bigger))
+
 
 # ---- torch_scatter-style cases ----------------------------------------------------------------------
 # Small worked examples in the style of torch_scatter's own tests (hand-computed expectations, checked against

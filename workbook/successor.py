@@ -18,9 +18,12 @@ other's compiled graphs instead of compiling them again.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
+import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -693,6 +696,27 @@ class CheckedPackage:
     def __call__(self, *inputs):
         check_inputs(self.contract, inputs)
         return self.model(*inputs)
+
+
+@contextlib.contextmanager
+def native_stderr_to_stdout():
+    """Run the block with the process's C-level stderr caught, then print what it caught to sys.stdout.
+
+    AOTInductor's runtime writes "Error: ..." straight to file descriptor 2 before raising. Jupyter
+    forwards such writes from a background thread, so they land in the cell late, in the next cell,
+    or not at all; caught here, they are printed in order with the cell's own output, every run.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            print(caught.read().decode(errors="replace"), end="")
 
 
 def load_package(path) -> CheckedPackage:
