@@ -143,7 +143,7 @@ def test_a_cuda_torch_that_sees_no_gpu_builds_cpu_kernels_and_names_the_switch(c
 
 
 def test_the_scatter_packages_follow_the_same_rule(cuda_torch_without_a_gpu, monkeypatch):
-    # csrc/scatter*/setup.py build their .cu files whenever torch has CUDA and a toolkit is found.
+    # csrc/scatter*/setup.py build their .cu files with a CUDA torch, a toolkit, and a GPU or TORCH_CUDA_ARCH_LIST.
     assert build.package_cuda_environment() == {"WB_SCATTER_CPU_ONLY": "1"}
     monkeypatch.setenv(build.BUILD_CUDA_SWITCH, "1")
     monkeypatch.setattr(build, "compile_check_arch", lambda: "9.0")
