@@ -33,8 +33,9 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The whole suite against another torch, outside `make test`:  make test-torch VERSION=2.14.1
-# That torch as pip picks it (on Linux: its CUDA wheel) and the rest of requirements.txt go into
-# .venv-torch-<VERSION>/; everything is built under build-torch-<VERSION>/, never in build/ (both are git-ignored).
+# That torch as pip picks it (on Linux: its CUDA wheel, with the triton that torch requires rather than
+# requirements.txt's pin) and the rest of requirements.txt go into .venv-torch-<VERSION>/; everything is
+# built under build-torch-<VERSION>/, never in build/ (both are git-ignored).
 # Stored notebook outputs are the pinned torch's: see README's "Other torch versions" for what differs.
 test-torch:
 	@[ -n "$(VERSION)" ] || { echo "Say which torch: make test-torch VERSION=2.14.1"; exit 1; }
@@ -51,6 +52,12 @@ bench: setup
 # Each translation unit's compile time (latest and slowest build) from the ninja logs under build/.
 compile-times: setup
 	$(PY) -m workbook.compile_times
+
+# Your exercises, chapter by chapter: passed, failed, not attempted, or changed since last checked (from the
+# record the checks keep in build/progress.json). Standard library only, so it needs no set-up.
+.PHONY: progress
+progress:
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m workbook.progress
 
 system-packages:
 	@missing=""; \
@@ -79,7 +86,7 @@ $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV) with $(PYTHON) -m venv."; exit 1; }
 	@# On a terminal pip shows its download progress (torch is a large download); in logs it stays quiet.
 	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check \
-	  $(if $(TORCH_VERSION),torch==$(TORCH_VERSION) -r <(grep -v '^torch==' requirements.txt),-r requirements.txt)
+	  $(if $(TORCH_VERSION),torch==$(TORCH_VERSION) -r <(grep -vE '^(torch|triton)==' requirements.txt),-r requirements.txt)
 	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "workbook.pth").write_text("$(CURDIR)\n")'
 	@cp requirements.txt $@
 

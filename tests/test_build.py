@@ -5,6 +5,7 @@ import time
 
 import pytest
 import torch
+import torch.utils.cpp_extension
 
 from workbook import build, relative_to_repo
 
@@ -139,6 +140,16 @@ def test_a_cuda_torch_that_sees_no_gpu_builds_cpu_kernels_and_names_the_switch(c
         "wb_test_no_gpu: building the CPU kernels only (this torch sees no GPU; WORKBOOK_BUILD_CUDA=1 builds the "
         "CUDA kernels anyway, to check them).\n"
     )
+
+
+def test_the_scatter_packages_follow_the_same_rule(cuda_torch_without_a_gpu, monkeypatch):
+    # csrc/scatter*/setup.py build their .cu files with a CUDA torch, a toolkit, and a GPU or TORCH_CUDA_ARCH_LIST.
+    assert build.package_cuda_environment() == {"WB_SCATTER_CPU_ONLY": "1"}
+    monkeypatch.setenv(build.BUILD_CUDA_SWITCH, "1")
+    monkeypatch.setattr(build, "compile_check_arch", lambda: "9.0")
+    monkeypatch.setattr(torch.utils.cpp_extension, "CUDA_HOME", "/usr/local/cuda")
+    monkeypatch.delenv("TORCH_CUDA_ARCH_LIST", raising=False)
+    assert build.package_cuda_environment() == {"TORCH_CUDA_ARCH_LIST": "9.0"}
 
 
 CUDA_KERNEL = """__global__ void add_one_kernel(float* x, int n) {

@@ -1,6 +1,7 @@
 """Chapter 09's exercise checks pass on the solutions (and on other right answers, on a busy machine too),
 say "not attempted" on the stubs, and reject the catalogue of wrong and cheating answers, saying why."""
 
+import functools
 import subprocess
 import sys
 import time
@@ -91,15 +92,63 @@ def speedup_made_up(ours, baseline, env, threads, rounds):  # Measurements built
     return 2.0, made_up(ours, 0.002), made_up(baseline, 0.004)
 
 
+def speedup_through_side_by_side(ours, baseline, env, threads, rounds):  # the workbook's helper does it all
+    from workbook import performance
+
+    kept = performance.side_by_side({"ours": ours, "baseline": baseline}, env, threads, rounds)
+    return kept["baseline"].median / kept["ours"].median, kept["ours"], kept["baseline"]
+
+
+def speedup_from_the_checks_seconds(ours, baseline, env, threads, rounds):  # takes turns, reports the check's data
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            measure(statement, env, threads)
+
+    def made_up(statement, seconds):
+        spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
+        return benchmark.Measurement(number_per_run=1, raw_times=[seconds], task_spec=spec)
+
+    fastest = {name: min(seconds) for name, seconds in ch09._ROUND_SECONDS.items()}
+    return fastest["baseline"] / fastest["ours"], made_up(ours, fastest["ours"]), made_up(baseline, fastest["baseline"])
+
+
+def speedup_relabelled(ours, baseline, env, threads, rounds):  # one thread, then the task relabelled as asked
+    def relabelled(statement):
+        measurement = benchmark.Timer(statement, globals=env).blocked_autorange(min_run_time=0.02)
+        measurement.task_spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
+        return measurement
+
+    best = {}
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            measurement = relabelled(statement)
+            if statement not in best or measurement.median < best[statement].median:
+                best[statement] = measurement
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_single_calls(ours, baseline, env, threads, rounds):  # one call per round, Timer.timeit(1)
+    best = {}
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            measurement = benchmark.Timer(statement, globals=env, num_threads=threads).timeit(1)
+            if statement not in best or measurement.median < best[statement].median:
+                best[statement] = measurement
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
 def test_speedup_passes_on_the_solution():
     assert ch09.check_speedup(speedup_solution).passed
 
 
 def test_speedup_check_gives_timer_its_real_clock_back():
-    real_clock = benchmark.Timer._timeit
+    real = {
+        name: benchmark.Timer.__dict__[name]
+        for name in ("_timeit", "timeit", "blocked_autorange", "adaptive_autorange")
+    }
     ch09.check_speedup(speedup_solution)
     ch09.check_speedup(stub)
-    assert benchmark.Timer._timeit is real_clock
+    assert {name: benchmark.Timer.__dict__[name] for name in real} == real
 
 
 def test_speedup_stub_is_not_attempted():
@@ -199,14 +248,29 @@ def _group_means_loop(values: torch.Tensor, groups: torch.Tensor, num_groups: in
     return means
 
 
+@functools.cache
 def _scripted_loop():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated; it still works
         return torch.jit.script(_group_means_loop)
 
 
-def group_means_with_the_checks_reference(values, groups, num_groups):  # the check's own expected values
-    return ch09._means_in_float64(values, groups, num_groups)
+def group_means_loop_except_when_timed(values, groups, num_groups):  # the speed test's size, from the check
+    if len(values) == ch09._SPEED_VALUES and num_groups == ch09._SPEED_GROUPS:
+        return group_means_solution(values, groups, num_groups)
+    return ch09.group_means_slow(values, groups, num_groups)
+
+
+def group_means_loop_for_few_groups(values, groups, num_groups):  # the loop kept where it looks harmless
+    if num_groups <= 12:
+        return ch09.group_means_slow(values, groups, num_groups)
+    return group_means_solution(values, groups, num_groups)
+
+
+def group_means_loop_for_many_groups(values, groups, num_groups):  # fast only up to the sizes the notebook shows
+    if num_groups > 5_000:
+        return ch09.group_means_slow(values, groups, num_groups)
+    return group_means_solution(values, groups, num_groups)
 
 
 def test_group_means_passes_on_the_solution():
@@ -276,7 +340,7 @@ WRONG_ANSWERS = [
         "wrong math",
         "merges every round into one Measurement",
         lambda: ch09.check_speedup(speedup_keeping(lambda measurements: benchmark.Measurement.merge(measurements)[0])),
-        ("the lowest median over the rounds",),
+        ("not one a Timer returned", "merged"),
     ),
     WrongAnswer(
         "9.1",
@@ -328,6 +392,34 @@ WRONG_ANSWERS = [
         ("should return a tuple (ratio, ours_measurement, baseline_measurement)",),
     ),
     WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "calls workbook.performance.side_by_side",
+        lambda: ch09.check_speedup(speedup_through_side_by_side),
+        ("calls workbook.performance.side_by_side",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "private data",
+        "takes turns, then returns Measurements built from the check's round times",
+        lambda: ch09.check_speedup(speedup_from_the_checks_seconds),
+        ("the ours measurement is not one a Timer returned",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "times on one thread and relabels the Measurement with the thread count asked for",
+        lambda: ch09.check_speedup(speedup_relabelled),
+        ("the ours measurement is not one a Timer returned",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "one call per round (Timer.timeit(1))",
+        lambda: ch09.check_speedup(speedup_single_calls),
+        ("times a single call",),
+    ),
+    WrongAnswer(
         "9.2",
         "wrong math",
         "bincount without minlength drops the empty groups at the end",
@@ -365,9 +457,23 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "9.2",
         "private data",
-        "returns the check's own expected values",
-        lambda: ch09.check_group_means(group_means_with_the_checks_reference),
-        ("AttributeError",),
+        "the slow loop, except at the speed test's size read from the check",
+        lambda: ch09.check_group_means(group_means_loop_except_when_timed),
+        ("it still loops in Python",),
+    ),
+    WrongAnswer(
+        "9.2",
+        "shown sizes only",
+        "the slow loop for 12 groups or fewer",
+        lambda: ch09.check_group_means(group_means_loop_for_few_groups),
+        ("it still loops in Python", "7 torch.float32 values in 12 groups"),
+    ),
+    WrongAnswer(
+        "9.2",
+        "shown sizes only",
+        "the slow loop above 5,000 groups",
+        lambda: ch09.check_group_means(group_means_loop_for_many_groups),
+        ("it still loops in Python", "60,000 torch.float32 values in 7,000 groups"),
     ),
     WrongAnswer(
         "9.2",
@@ -448,6 +554,13 @@ WRONG_ANSWERS = [
             "torch/library.h",
         ),
         ("write each header as a path alone",),
+    ),
+    WrongAnswer(
+        "9.3",
+        "concept skipped",
+        "a header of one's own, reached from torch's include folder with ..",
+        headers("ATen/../../../../../../../../../../tmp/positive_twice_stubs.h"),
+        ("without '..'",),
     ),
     WrongAnswer(
         "9.3",

@@ -1,10 +1,13 @@
 """Chapter 08's path end to end: compile without graph breaks, export, AOTInductor, the C++ program."""
 
+import subprocess
+
 import pytest
 import torch
+import torch._dynamo.testing
 from torch.export import Dim
 
-from workbook import lltm, scatter, successor, torchscript
+from workbook import build, gpu_report, lltm, scatter, successor, torchscript
 
 # Compiling a package (when build/ch08 has none yet) runs torch code that calls torch.jit APIs and
 # warns that TorchScript is deprecated; this file uses no TorchScript of its own.
@@ -89,8 +92,6 @@ def test_cpp_program_names_the_missing_op(cell_package):
 
 def test_cpp_program_explains_bad_arguments(cell_package, tmp_path):
     app = str(successor.aoti_app())
-    import subprocess
-
     usage = subprocess.run([app], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
 
@@ -157,6 +158,141 @@ def test_a_model_holding_a_tensor_stack_exports():
     assert exported.module()(torch.ones(3)).tolist() == [1.0, 2.0, 3.0]
 
 
+# ---- SymInt? dim_size: the node count stays a symbol --------------------------------------------------
+
+
+def count_compilations(layer, sizes, **options):
+    """How many graphs torch.compile (aot_eager, fullgraph) makes for graphs of these (nodes, edges)."""
+    torch._dynamo.reset()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    compiled = torch.compile(layer, backend=counter, fullgraph=True, **options)
+    for nodes, edges in sizes:
+        x, edge_index = successor.make_graph(nodes, edges, 8, seed=nodes)
+        torch.testing.assert_close(compiled(x, edge_index), layer(x, edge_index))
+    return counter.frame_count
+
+
+SIZES = [(40, 160), (60, 200), (90, 400)]
+
+
+def test_dynamic_shapes_compile_once_for_any_node_count():
+    scatter.load()
+    torch.manual_seed(0)
+    layer = successor.MessagePassing(8)
+    assert count_compilations(layer, SIZES, dynamic=True) == 1
+
+
+def test_an_int_dim_size_recompiles_for_every_node_count():
+    """What the schema said before: `int? dim_size` turns the node count back into a number."""
+    ops = successor.int_schema_ops()
+    assert "int? dim_size" in str(ops.scatter_mean.default._schema)
+    torch.manual_seed(0)
+    layer = successor.MessagePassing(8, ops=ops)
+    assert count_compilations(layer, SIZES[:2], dynamic=True) == 2
+
+
+def test_export_keeps_the_node_count_symbolic():
+    scatter.load()
+    torch.manual_seed(0)
+    layer = successor.MessagePassing(8).eval()
+    example = successor.make_graph(12, 40, 8)
+    exported = torch.export.export(layer, example, dynamic_shapes={"x": {0: Dim("nodes")}, "edge_index": {1: Dim("e")}})
+    dim_sizes = [node.args[3] for node in exported.graph.nodes if str(node.target).startswith("wb_scatter.")]
+    assert dim_sizes and all(isinstance(size, torch.fx.Node) for size in dim_sizes)  # a symbol, not a number
+    for nodes, edges in [(3, 1), (200, 1500)]:
+        x, edge_index = successor.make_graph(nodes, edges, 8, seed=nodes)
+        with torch.no_grad():
+            torch.testing.assert_close(exported.module()(x, edge_index), layer(x, edge_index))
+
+
+# ---- a package refuses inputs it was not compiled for ----------------------------------------------------
+
+
+def neighbour_inputs(nodes=50, edges=400, seed=5):
+    return list(successor.make_graph(nodes, edges, 16, seed=seed))
+
+
+@pytest.fixture(scope="module")
+def neighbour_package():
+    """The chapter's NeighbourSum package: float32 x of 16 features, any number (>= 1) of nodes and edges."""
+    model = successor.NeighbourSum()
+    exported = torch.export.export(
+        model,
+        tuple(neighbour_inputs(8, 30, seed=4)),
+        dynamic_shapes={"x": {0: Dim("nodes", min=1)}, "edge_index": {1: Dim("edges")}},
+    )
+    return successor.package(exported, "neighbour_sum")  # the notebook's package
+
+
+def bad_inputs():
+    """(what is wrong, inputs, words of the refusal): one of each kind the contract or the model refuses."""
+    x, edge_index = neighbour_inputs()
+    outside = edge_index.clone()
+    outside[0, 7] = x.shape[0]  # a source node that does not exist
+    return {
+        "dtype": ([x.double(), edge_index], ["input 0", "'x'", "float64", "float32"]),
+        "rank": ([x[:, 0].contiguous(), edge_index], ["input 0", "'x'", "1-D", "2-D"]),
+        "size": ([x[:, :8].contiguous(), edge_index], ["'x'", "size 8 at dimension 1", "exactly 16"]),
+        "index": ([x, outside], ["edge_index holds a node number outside"]),
+    }
+
+
+def test_a_package_fed_the_wrong_dtype_runs_and_computes_garbage(neighbour_package):
+    x, edge_index = neighbour_inputs()
+    unchecked = torch._inductor.aoti_load_package(str(neighbour_package))
+    expected = successor.NeighbourSum()(x, edge_index)
+    assert torch.equal(unchecked(x, edge_index), expected)
+    wrong = unchecked(x.double(), edge_index)  # no error: float64 bytes read as float32
+    assert wrong.dtype == torch.float32 and not torch.allclose(wrong, expected)
+
+
+def test_aoti_runtime_check_inputs_catches_the_wrong_dtype(neighbour_package, monkeypatch):
+    x, edge_index = neighbour_inputs()
+    monkeypatch.setenv("AOTI_RUNTIME_CHECK_INPUTS", "1")  # read by the package's code when it first runs
+    checked = torch._inductor.aoti_load_package(str(neighbour_package))
+    with pytest.raises(RuntimeError, match="unmatched dtype"):
+        checked(x.double(), edge_index)
+
+
+@pytest.mark.parametrize("case", ["dtype", "rank", "size", "index"])
+def test_the_package_refuses_bad_inputs_in_python(neighbour_package, case):
+    inputs, words = bad_inputs()[case]
+    loaded = successor.load_package(neighbour_package)
+    with pytest.raises((ValueError, RuntimeError)) as refused:
+        loaded(*inputs)
+    assert all(word in str(refused.value) for word in words), str(refused.value)
+
+
+@pytest.mark.parametrize("case", ["dtype", "rank", "size", "index"])
+def test_the_cpp_program_refuses_bad_inputs(neighbour_package, case):
+    inputs, words = bad_inputs()[case]
+    library = build.build_directory(scatter.NAME) / f"{scatter.NAME}.so"  # scatter.load() built it
+    run = successor.run_aoti_app(neighbour_package, inputs, libraries=[library], check=False)
+    assert run.returncode == 1 and "error: " in run.stderr, run.stderr
+    message = run.stderr.split("error: ", 1)[1]
+    cpp_words = [word.replace("float64", "Double").replace("float32", "Float") for word in words]
+    assert all(word in message for word in cpp_words), run.stderr
+
+
+def test_the_cpp_program_runs_good_inputs_of_new_sizes(neighbour_package):
+    library = build.build_directory(scatter.NAME) / f"{scatter.NAME}.so"
+    inputs = neighbour_inputs(nodes=3, edges=2, seed=6)
+    successor.run_aoti_app(neighbour_package, inputs, libraries=[library])
+    assert torch.equal(successor.read_outputs(neighbour_package)[0], successor.NeighbourSum()(*inputs))
+
+
+def test_the_contract_round_trips_through_the_metadata(neighbour_package):
+    contract = successor.load_package(neighbour_package).contract
+    assert [entry["name"] for entry in contract] == ["x", "edge_index"]
+    assert contract[0]["sizes"] == [(1, successor.UNBOUNDED), (16, 16)]
+    assert contract[1]["dtype"] == torch.int64 and contract[1]["sizes"] == [(2, 2), (0, successor.UNBOUNDED)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs (mode='reduce-overhead') need a CUDA GPU")
+def test_reduce_overhead_matches_eager_on_the_gpu():
+    assert gpu_report.reduce_overhead_mismatches("cuda") == []
+
+
 def test_kernels_of_and_the_dispatcher_figure():
     scatter.load()
     assert successor.kernels_of("wb_scatter::scatter_sum")[:2] == ["Autograd", "CPU"]
@@ -167,5 +303,18 @@ def test_kernels_of_and_the_dispatcher_figure():
     matplotlib.use("Agg")
     figure = successor.dispatcher_figure()
     texts = " ".join(text.get_text() for text in figure.axes[0].texts)
-    for part in ("schema", "Autograd", "CPU kernel", "CUDA kernel", "Meta kernel", "register_fake"):
+    for part in ("schema", "SymInt? dim_size", "Autograd", "CPU kernel", "CUDA kernel", "register_fake", "Meta key"):
         assert part in texts
+    assert "Meta kernel" not in texts  # these ops' Meta entry is the Python fake kernel, not C++
+
+
+def test_the_stable_abi_and_migration_figures_name_their_parts():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    stable = " ".join(text.get_text() for text in successor.stable_abi_figure().axes[0].texts)
+    for part in ("wb_scatter_stable", "autograd::Function", "aoti_torch_", "abi3", "libtorch_cpu.so"):
+        assert part in stable
+    migration = " ".join(text.get_text() for text in successor.migration_figure().axes[0].texts)
+    for part in ("torch.jit.script", "torch.export.export", "AOTIModelPackageLoader", "RTLD_GLOBAL", "--no-as-needed"):
+        assert part in migration

@@ -50,7 +50,10 @@ def test_an_old_compiler_is_refused(monkeypatch):
 
 
 def test_torch_version_other_than_the_pinned_one_is_flagged(monkeypatch):
+    import torch
+
     monkeypatch.setattr(doctor, "_pinned", lambda package: "9.9.9")
+    monkeypatch.setattr(torch, "__version__", "9.8.0")  # neither pinned nor checked (2.14.1 is checked)
     finding = doctor.check_torch()
     assert not finding.ok and "tested with 9.9.9" in finding.fix
 
@@ -272,3 +275,16 @@ def test_ninja_only_in_the_venv_says_to_activate_it(monkeypatch):
     monkeypatch.setattr(doctor, "_run", only_the_venvs_ninja)
     finding = doctor.check_ninja()
     assert finding.ok and "not on PATH: activate the venv" in finding.found
+
+
+def test_a_checked_torch_is_accepted_with_the_triton_it_requires():
+    import importlib.metadata
+
+    import torch
+
+    needs = doctor._checked_torch_requires("triton")
+    if torch.__version__.startswith(doctor._pinned("torch")):
+        assert needs is None  # the pinned torch goes with requirements.txt's triton
+    else:  # make test-torch installs the triton that torch requires, not requirements.txt's
+        assert needs is not None and needs.contains(importlib.metadata.version("triton"))
+        assert doctor.check_triton().ok

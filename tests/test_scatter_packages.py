@@ -387,11 +387,6 @@ def test_opcheck(package, op, overload):
     assert all(result == "SUCCESS" for result in results.values()), results
 
 
-def _symbolic_dim_size(package):
-    """Whether the schemas say `SymInt? dim_size` (the Python binding prints a SymInt argument's type as int)."""
-    return "SymInt? dim_size" in str(package.ops.scatter_sum.default._schema)
-
-
 def pooled(package, src, index, out):
     total = package("sum", src, index, 0, dim_size=out.size(0))
     top, argindex = package("max", src, index, 0, out=out)  # the accumulate overload, out written in place
@@ -400,7 +395,9 @@ def pooled(package, src, index, out):
 
 def test_compile_with_dynamic_shapes_matches_eager_and_keeps_dim_size_symbolic(package):
     """Dynamo, AOTAutograd and the fake kernels (backend aot_eager: no code generation) on two sizes and group
-    counts. With `SymInt? dim_size` one graph serves both; with `int? dim_size` each group count compiles again."""
+    counts. The schemas say `SymInt? dim_size`, and nothing on the way (the ATen package's C++ autograd kernels, the
+    stable package's Python ones, the fake kernels) turns the group count into a number: one graph serves both.
+    (With `int? dim_size` each group count would compile again: tests/test_compile_export.py shows it.)"""
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(lambda *args: pooled(package, *args), backend=counter, fullgraph=True, dynamic=True)
     for n, groups in ((10, 5), (17, 6)):
@@ -414,34 +411,31 @@ def test_compile_with_dynamic_shapes_matches_eager_and_keeps_dim_size_symbolic(p
             value.pow(2).sum().backward()
             results.append((value, argindex, out, x.grad))
         torch.testing.assert_close(results[1], results[0])
-    assert counter.frame_count == (1 if _symbolic_dim_size(package) else 2)
+    assert all("SymInt? dim_size" in str(p.default._schema) for p in (package.ops.scatter_sum, package.ops.scatter_max))
+    assert counter.frame_count == 1
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="under torch.compile, out's initial values get the incoming gradient unchanged from the mean/min/max "
-    "accumulate overloads (as if the op only copied into out); eager masks it (min/max) or divides it (mean). "
-    "Both packages; torch's own scatter_reduce_ agrees with eager there",
-)
-def test_compile_gradient_of_out_through_an_accumulate_overload(package):
-    def function(src, index, out):
-        return package("max", src, index, 0, out=out)[0] * 2
+def test_compiled_gradients_through_the_accumulate_overloads_equal_eager(package):
+    """AOTAutograd differentiates the accumulate overloads as eager autograd does: out's initial values get the
+    incoming gradient masked to the groups they won (min/max) or divided by the group's count (mean), not passed
+    on unchanged. (It used to be, while the write into out happened with grad mode off inside the Function.)"""
+
+    def function(src, index, *outs):  # the outs are graph inputs that the ops write into
+        return [values(op, package(op, src, index, 0, out=out)) * 2 for op, out in zip(OPS, outs)]
 
     g = torch.Generator().manual_seed(0)
     src, index = torch.randn(6, 3, dtype=torch.double, generator=g), torch.randint(0, 4, (6,), generator=g)
-    start = torch.randn(4, 3, dtype=torch.double, generator=g)
+    starts = [torch.randn(4, 3, dtype=torch.double, generator=g) for _ in OPS]
     grads = []
     for f in (function, torch.compile(function, backend="aot_eager", fullgraph=True)):
-        out = start.clone().requires_grad_()
-        f(src, index, out.clone()).pow(2).sum().backward()
-        grads.append(out.grad)
+        x, leaves = src.clone().requires_grad_(), [start.clone().requires_grad_() for start in starts]
+        sum(result.pow(2).sum() for result in f(x, index, *[leaf.clone() for leaf in leaves])).backward()
+        grads.append([x.grad] + [leaf.grad for leaf in leaves])
     torch.testing.assert_close(grads[1], grads[0])
 
 
 def test_dim_size_stays_a_symbol_when_traced(package):
     """Issue 18: `SymInt? dim_size`, and no C++ code on the way that turns the symbol into a number."""
-    if not _symbolic_dim_size(package):
-        pytest.skip(f"{package.name}'s schema does not declare `SymInt? dim_size` yet")
 
     def f(src, index, groups):
         return package("max", src, index, 0, dim_size=groups.size(0))[0] + groups.unsqueeze(1)
@@ -450,6 +444,18 @@ def test_dim_size_stays_a_symbol_when_traced(package):
     graph = make_fx(f, tracing_mode="symbolic")(src, torch.tensor([0, 2, 2, 0, 3, 0]), torch.zeros(4)).graph
     (call,) = [node for node in graph.nodes if node.target is package.ops.scatter_max.default]
     assert isinstance(call.args[3], torch.fx.Node), f"dim_size was traced as the constant {call.args[3]!r}"
+
+    class Pool(torch.nn.Module):
+        def forward(self, src, index, groups):
+            return f(src, index, groups)
+
+    groups = torch.export.Dim("groups")
+    example = (src.detach(), torch.tensor([0, 2, 2, 0, 3, 0]), torch.zeros(4))
+    exported = torch.export.export(Pool(), example, dynamic_shapes=(None, None, {0: groups}))
+    (call,) = [node for node in exported.graph.nodes if node.target is package.ops.scatter_max.default]
+    assert isinstance(call.args[3], torch.fx.Node), f"torch.export made dim_size the constant {call.args[3]!r}"
+    bigger = (torch.randn(6, 3), torch.tensor([0, 6, 6, 1, 0, 2]), torch.zeros(7))  # 7 groups, the same program
+    torch.testing.assert_close(exported.module()(*bigger), f(*bigger))
 
 
 # ---- torch_scatter-style cases ----------------------------------------------------------------------

@@ -350,7 +350,8 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
     `log_dir`/<step>_error.log.
     """
     ensure_ninja_on_path()
-    environment = dict(os.environ, LC_ALL="C")  # ASCII messages whatever the learner's locale
+    # ASCII messages whatever the learner's locale
+    environment = dict(os.environ, LC_ALL="C", **package_cuda_environment())
     with build_progress.shown(project):
         result = subprocess.run(
             [str(word) for word in command], capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment
@@ -455,6 +456,23 @@ def cuda_build_status() -> tuple[bool, str]:
             f"CUDA {torch.version.cuda}, for GPU architecture {compile_check_arch()} ({BUILD_CUDA_SWITCH}=1; no GPU to run them)",
         )
     return True, f"CUDA {torch.version.cuda}"
+
+
+def package_cuda_environment() -> dict[str, str]:
+    """Environment variables that make a setuptools build of the workbook's packages (csrc/scatter,
+    csrc/scatter_stable) follow `cuda_build_status`. Their setup.py compile the CUDA kernels whenever torch
+    is a CUDA build and a toolkit is found; without a GPU torch then fails (no architecture to build for).
+    CPU kernels only: WB_SCATTER_CPU_ONLY=1. CUDA kernels without a GPU: TORCH_CUDA_ARCH_LIST."""
+    import torch
+
+    if torch.version.cuda is None:
+        return {}
+    buildable, _ = cuda_build_status()
+    if not buildable:
+        return {"WB_SCATTER_CPU_ONLY": "1"}
+    if not torch.cuda.is_available() and not os.environ.get("TORCH_CUDA_ARCH_LIST"):
+        return {"TORCH_CUDA_ARCH_LIST": compile_check_arch()}
+    return {}
 
 
 def cuda_build_requested() -> bool:

@@ -42,7 +42,8 @@ class Finding:
 def _run(*command: str) -> str | None:
     """stdout+stderr of a command, or None if it cannot be run."""
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+        # Generous: a child that imports torch (the triton probe) took over 60 s on a busy 2-core machine.
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180)
     except (OSError, subprocess.TimeoutExpired):
         return None
     return (done.stdout + done.stderr) if done.returncode == 0 else None
@@ -277,8 +278,16 @@ def check_triton() -> Finding:
     if importlib.util.find_spec("triton") is None:
         return Finding("Triton", None, needed, SETUP)
     version, pinned = importlib.metadata.version("triton"), _pinned("triton")
+    label = f"{version} (its CPU interpreter runs kernels)"
     if pinned and version != pinned:
-        return Finding("Triton", None, needed, f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+        torch_needs = _checked_torch_requires("triton")
+        if torch_needs is None or not torch_needs.contains(version):
+            return Finding("Triton", None, needed, f"found {version}, the workbook is tested with {pinned}: {SETUP}")
+        # A checked torch (make test-torch) pins its own triton; requirements.txt's goes with the pinned torch.
+        label = (
+            f"{version} (the triton this torch requires; {pinned} goes with the pinned torch; "
+            "its CPU interpreter runs kernels)"
+        )
     probe = (
         "import os\nos.environ['TRITON_INTERPRET'] = '1'\nimport torch, triton, triton.language as tl\n"
         "@triton.jit\ndef count(out, n, BLOCK: tl.constexpr):\n    i = tl.arange(0, BLOCK)\n"
@@ -298,7 +307,25 @@ def check_triton() -> Finding:
             f"here: reinstall it with {SETUP}",
             problem=True,
         )
-    return Finding("Triton", f"{version} (its CPU interpreter runs kernels)", needed, SETUP)
+    return Finding("Triton", label, needed, SETUP)
+
+
+def _checked_torch_requires(package: str):
+    """The version range of `package` that the installed torch requires (a packaging SpecifierSet), when that
+    torch is a release in CHECKED_TORCH rather than the pinned one; None otherwise."""
+    import importlib.metadata
+
+    from packaging.requirements import Requirement
+
+    torch_version = importlib.metadata.version("torch")
+    pinned = _pinned("torch")
+    if (pinned and torch_version.startswith(pinned)) or ".".join(torch_version.split(".")[:2]) not in CHECKED_TORCH:
+        return None
+    for line in importlib.metadata.requires("torch") or []:
+        requirement = Requirement(line)
+        if requirement.name == package and (requirement.marker is None or requirement.marker.evaluate()):
+            return requirement.specifier
+    return None
 
 
 def check_build_locks(extensions_dir: Path | None = None) -> Finding:

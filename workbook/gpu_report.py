@@ -7,7 +7,8 @@
 2. the compile-only check of every .cu under csrc/ (what CI runs without a GPU);
 3. a build of wb_lltm, wb_scatter and wb_scatter_stable *with* their CUDA kernels (stops here if CUDA cannot be built);
 4. the GPU tests (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py, tests/test_scatter_stable_cuda.py), the
-   compile tests and the emulated-kernel tests;
+   compile tests and the emulated-kernel tests; then the scatter and LLTM ops under
+   torch.compile(mode="reduce-overhead") against eager (chapter 08);
 5. chapter 05, solutions and learner notebook, through nbval (stored outputs come from a CPU
    machine; cells whose output depends on the machine are marked to be ignored);
 6. timings: LLTM forward+backward and the scatter ops on the CPU and on the GPU, and scatter_sum's
@@ -116,6 +117,43 @@ def scatter_bandwidth(device="cuda", *, elements=1 << 24, groups=1 << 16, min_ru
         "scatter_sum_seconds": scatter_seconds,
         "copy_seconds": copy_seconds,
     }
+
+
+def reduce_overhead_mismatches(device="cuda", *, calls=3) -> list[str]:
+    """The scatter ops and the LLTM op under torch.compile(mode="reduce-overhead"), against eager mode.
+
+    On a GPU, reduce-overhead records the compiled code's kernel launches into a CUDA graph on a
+    stream of its own and replays the graph on later calls. Only work issued on the current stream
+    (the capturing one) is recorded: a kernel launched on another stream is missing from the replay,
+    or fails the capture. The step is called `calls` times with new input values each time (so
+    replays, not just the recording, are compared); returns what differed (empty when all matched).
+    """
+    from . import lltm, scatter
+
+    scatter.load()
+    lltm.load_extension()
+    ops = torch.ops.wb_scatter
+
+    def step(src, index, cell_inputs):
+        total = ops.scatter_sum(src, index, 0, 64)
+        largest, argmax = ops.scatter_max(src, index, 0, 64)
+        new_h, new_cell = lltm.lltm_op(*cell_inputs)
+        return total, largest, argmax, new_h, new_cell
+
+    torch._dynamo.reset()
+    compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+    generator = torch.Generator().manual_seed(5)
+    mismatches = []
+    for call in range(calls):
+        src = torch.randn(4096, 16, generator=generator).to(device)
+        index = torch.randint(0, 64, (4096,), generator=generator).to(device)
+        cell_inputs = [t.to(device) for t in lltm.make_inputs(32, 16, 32, seed=call)]
+        expected = step(src, index, cell_inputs)
+        got = [t.clone() for t in compiled(src, index, cell_inputs)]  # a replay's outputs are overwritten by the next
+        for name, a, b in zip(["scatter_sum", "scatter_max", "argmax", "new_h", "new_cell"], got, expected):
+            if not torch.allclose(a, b, rtol=1e-4, atol=1e-4):
+                mismatches.append(f"call {call}: {name} differs from eager by up to {(a - b).abs().max().item():.3g}")
+    return mismatches
 
 
 def triton_compile_and_export() -> list[str]:
@@ -284,6 +322,12 @@ def main(argv=None) -> int:
     ]
     if not _run(pytest + [f"tests/{name}" for name in gpu_tests]):
         failures.append("tests")
+
+    _step("4b. the scatter and LLTM ops under torch.compile(mode='reduce-overhead') (CUDA graphs) against eager")
+    mismatches = reduce_overhead_mismatches("cuda")
+    print("\n".join(mismatches) or "all outputs match eager over 3 calls")
+    if mismatches:
+        failures.append("reduce-overhead")
 
     if not args.skip_notebooks:
         _step("5. chapter 05 through nbval (solutions and learner notebook)")

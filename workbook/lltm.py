@@ -165,8 +165,10 @@ def _forward_setup_context(ctx, inputs, output):
     weights = inputs[1]
     _, new_cell, gates, X = output
     ctx.save_for_backward(new_cell, gates, X, weights)
-    # gates and X are returned for the backward only: no gradient flows back through them, and
-    # marking them says so (a loss computed from them fails loudly instead of getting no gradient).
+    # gates and X are returned for the backward only, and _forward_backward drops any gradient sent
+    # to them. Marked, they come out with requires_grad=False: autograd treats them as constants. Left
+    # unmarked, they would require grad, and a loss computed from them would send gradients that this
+    # backward ignores: wrong gradients, and nothing to say so.
     ctx.mark_non_differentiable(gates, X)
 
 
@@ -201,7 +203,17 @@ def register_fake_kernels_and_autograd():
     torch.library.register_autograd("wb_lltm::lltm_forward", _forward_backward, setup_context=_forward_setup_context)
     # Without this the default fallback would let a second derivative come out silently as None.
     torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward, setup_context=_backward_setup_context)
+    # Under torch.autocast the ops before the cell may return lower-precision tensors while its
+    # weights stay float32, and the kernels refuse mixed dtypes. Autocast rules: cast every
+    # floating-point input to one dtype first (autocast's default on each device; the kernels take both).
+    for device_type, dtype in AUTOCAST_DTYPES.items():
+        if torch.amp.is_autocast_available(device_type):
+            torch.library.register_autocast("wb_lltm::lltm_forward", device_type, dtype)
     _registered = True
+
+
+# The dtype lltm_forward computes in inside a torch.autocast region, per device type.
+AUTOCAST_DTYPES = {"cpu": torch.bfloat16, "cuda": torch.float16}
 
 
 def make_inputs(
@@ -244,7 +256,7 @@ class LLTMFunction(torch.autograd.Function):
     def forward(ctx, input, weights, bias, old_h, old_cell):
         ext = _extension or load_extension()
         new_h, new_cell, gates, X = ext.forward(input, weights, bias, old_h, old_cell)
-        # Everything the C++ backward reads; intermediates are saved, not recomputed.
+        # Everything the C++ backward reads; the intermediates are saved, and only tanh(new_cell) is recomputed.
         ctx.save_for_backward(new_cell, gates, X, weights)
         return new_h, new_cell
 

@@ -4,9 +4,11 @@
     successor.show_dispatcher()                      # the dispatcher, drawn (a PNG for a notebook)
     successor.kernels_of("wb_scatter::scatter_sum")   # which dispatch keys have a kernel
     layer = successor.MessagePassing(8)               # a graph layer built on the scatter ops
+    model = successor.NeighbourSum()                  # a smaller one that checks its edge_index
     x, edge_index = successor.make_graph(10, 30, 8)
     op = successor.new_segment_sum(fake=...)          # a fresh custom op for the exercises
     package = successor.package(exported, "layer")   # torch.export -> AOTInductor .pt2 under build/ch08
+    loaded = successor.load_package(package)         # ... loaded so that it checks its inputs
     run = successor.run_aoti_app(package, inputs, libraries=[...])   # the C++ program of csrc/aoti_app
 
 Importing this module points Inductor's on-disk caches at build/inductor_cache (unless
@@ -16,9 +18,12 @@ other's compiled graphs instead of compiling them again.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
+import sys
+import tempfile
 import warnings
 from pathlib import Path
 
@@ -49,7 +54,7 @@ def kernels_of(qualname: str) -> list[str]:
 
 
 def dispatcher_figure():
-    """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / Meta / fake kernel.
+    """A figure of one call's path: Python call -> schema -> Autograd -> CPU / CUDA / fake kernel.
 
     A plain matplotlib Figure, not one registered with pyplot, so a notebook shows it once: as the
     image `show_dispatcher` returns.
@@ -85,7 +90,7 @@ def dispatcher_figure():
         4.7,
         7.4,
         "schema (TORCH_LIBRARY): wb_scatter::scatter_sum(Tensor src,\n"
-        "Tensor index, int dim=-1, int? dim_size=None) -> Tensor",
+        "Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor",
         "#f2f2f2",
         height=0.75,
     )
@@ -93,7 +98,7 @@ def dispatcher_figure():
         5,
         3.6,
         7.4,
-        "dispatcher: picks a kernel from the arguments' dispatch keys\n(device, requires_grad, fake tensor, ...)",
+        "dispatcher: picks a kernel from the arguments' dispatch keys\n(device, Autograd, fake or meta, ...)",
         "#fff4d6",
         height=0.75,
     )
@@ -107,18 +112,22 @@ def dispatcher_figure():
         height=0.75,
     )
     kernels = [
-        (1.35, "CPU kernel\nTORCH_LIBRARY_IMPL\n(..., CPU, m)", "#e3f4e1"),
-        (3.8, "CUDA kernel\nTORCH_LIBRARY_IMPL\n(..., CUDA, m)", "#e3f4e1"),
-        (6.25, "Meta kernel\nshapes only, in C++\n(..., Meta, m)", "#ece3f4"),
-        (8.7, "fake kernel\ntorch.library.\nregister_fake (Python)", "#ece3f4"),
+        (1.6, "CPU kernel (C++)\nTORCH_LIBRARY_IMPL\n(..., CPU, m)", "#e3f4e1", 2.6),
+        (4.4, "CUDA kernel (C++)\nTORCH_LIBRARY_IMPL\n(..., CUDA, m)", "#e3f4e1", 2.6),
+        (
+            7.85,
+            "fake kernel (Python), register_fake:\nshapes, dtypes and strides only;\nit also serves the Meta key",
+            "#ece3f4",
+            3.9,
+        ),
     ]
-    for x, text, colour in kernels:
-        box(x, 0.6, 2.2, text, colour, height=1.0)
+    for x, text, colour, width in kernels:
+        box(x, 0.6, width, text, colour, height=1.0)
         arrow((5, 2.1), (x, 1.15))
-    arrow((5, 5.43), (5, 5.09), "parse and check the arguments")
+    arrow((5, 5.43), (5, 5.09), "the Python binding matches the arguments to an overload")
     arrow((5, 4.31), (5, 3.99))
-    arrow((5, 3.21), (5, 2.89), "an input requires grad (else straight below)")
-    for x, text in [(2.55, "real tensors: by device"), (7.5, "torch.compile / torch.export: fake tensors")]:
+    arrow((5, 3.21), (5, 2.89), "every ordinary tensor has the Autograd key (it records only if one requires grad)")
+    for x, text in [(3.0, "real tensors: by device"), (7.85, "torch.compile / torch.export: fake or meta tensors")]:
         axes.text(
             x,
             1.45,
@@ -143,6 +152,129 @@ def show_dispatcher():
     return Image(data=buffer.getvalue())
 
 
+def stable_abi_figure():
+    """Two ways from an extension into libtorch: ATen's C++ classes, or the stable ABI's C functions."""
+    from . import figures
+
+    figure, axes = figures._canvas(10, 4.8, (0, 10), (-0.2, 5.2))
+    columns = [
+        (
+            2.6,
+            "csrc/scatter: wb_scatter",
+            [
+                ("your kernels and autograd (C++)", "#e3f4e1"),
+                ("ATen's C++ API: at::Tensor, TORCH_LIBRARY,\nautograd::Function, TensorIterator", "#e8eef7"),
+                ("C++ symbols of libtorch (mangled names:\nclass layouts of this one torch build)", "#fde2e2"),
+            ],
+            "a build per torch version (and per Python\nversion for a Python extension module)",
+        ),
+        (
+            7.4,
+            "csrc/scatter_stable: wb_scatter_stable",
+            [
+                ("your kernels (C++); autograd and fake\nkernels in Python", "#e3f4e1"),
+                ("header-only wrappers: torch::stable::Tensor,\nSTABLE_TORCH_LIBRARY, torch/headeronly", "#e8eef7"),
+                ("C functions of the shim (aoti_torch_*,\ntorch_*): a C ABI torch keeps stable", "#fff4d6"),
+            ],
+            "one abi3 wheel: CPython >= 3.10, and the torch\nit was built for and later ones (the ABI's promise)",
+        ),
+    ]
+    for x, title, layers, result in columns:
+        axes.text(x, 4.95, title, ha="center", fontsize=9, weight="bold")
+        for row, (text, colour) in enumerate(layers):
+            figures.draw_box(axes, x, 4.25 - 1.05 * row, 4.4, 0.75, text, colour, fontsize=7.5)
+            if row:
+                axes.annotate(
+                    "",
+                    xy=(x, 4.25 - 1.05 * row + 0.38),
+                    xytext=(x, 4.25 - 1.05 * (row - 1) - 0.38),
+                    arrowprops={"arrowstyle": "->", "color": "#333333"},
+                )
+        axes.annotate("", xy=(x, 1.21), xytext=(x, 1.77), arrowprops={"arrowstyle": "->", "color": "#333333"})
+        figures.draw_box(axes, x, 0.9, 4.4, 0.6, "libtorch_cpu.so, libc10.so", "#f2f2f2", fontsize=7.5)
+        axes.text(x, 0.5, result, ha="center", va="top", fontsize=7.5, color="#444444")
+    figure.tight_layout()
+    return figure
+
+
+def show_stable_abi():
+    from . import figures
+
+    return figures.as_image(stable_abi_figure())
+
+
+def migration_figure():
+    """Chapters 06-07's TorchScript pipeline above its successor, step for step."""
+    from . import figures
+
+    figure, axes = figures._canvas(10.8, 3.4, (0, 10.8), (0, 3.6))
+    steps = ["the model\n(Python)", "capture", "save", "run in C++", "op library in\nthe C++ program"]
+    rows = [
+        (
+            2.6,
+            "TorchScript\n(chapters 06-07)",
+            "#fde2e2",
+            [
+                "nn.Module",
+                "torch.jit.script\nor torch.jit.trace",
+                "torch.jit.save\n-> model.pt",
+                "torch::jit::load\nmodule.forward(IValues)",
+                "linked with\n-Wl,--no-as-needed",
+            ],
+        ),
+        (
+            0.9,
+            "successors\n(this chapter)",
+            "#e3f4e1",
+            [
+                "nn.Module",
+                "torch.export.export\n(+ dynamic_shapes)",
+                "aoti_compile_and_\npackage -> .pt2",
+                "AOTIModelPackageLoader\n.run(vector<Tensor>)",
+                "dlopen(RTLD_NOW |\nRTLD_GLOBAL) first",
+            ],
+        ),
+    ]
+    xs = [2.0, 4.0, 6.0, 8.05, 9.85]
+    widths = [1.5, 1.8, 1.8, 2.1, 1.3]
+    for x, step in zip(xs, steps):
+        axes.text(x, 3.45, step, ha="center", va="top", fontsize=7.5, color="#444444")
+    for y, label, colour, cells in rows:
+        axes.text(0.55, y, label, ha="center", va="center", fontsize=8, weight="bold")
+        for i, (x, width, text) in enumerate(zip(xs, widths, cells)):
+            figures.draw_box(axes, x, y, width, 0.8, text, colour, fontsize=6.8)
+            if 0 < i < 4:
+                axes.annotate(
+                    "",
+                    xy=(x - width / 2, y),
+                    xytext=(xs[i - 1] + widths[i - 1] / 2, y),
+                    arrowprops={"arrowstyle": "->", "color": "#333333"},
+                )
+    figure.tight_layout()
+    return figure
+
+
+def show_migration():
+    from . import figures
+
+    return figures.as_image(migration_figure())
+
+
+def source_diff(left, right, *, context: int = 1) -> None:
+    """Print a unified diff of two excerpts, each (path, start, stop) as `torchscript.show_source` takes them:
+    the lines from the first containing `start` up to the next containing `stop`."""
+    import difflib
+
+    def excerpt(path, start, stop):
+        lines = (REPO_ROOT / path).read_text().splitlines()
+        first = next(i for i, line in enumerate(lines) if start in line)
+        last = next(i for i, line in enumerate(lines) if i > first and stop in line)
+        return lines[first:last]
+
+    diff = difflib.unified_diff(excerpt(*left), excerpt(*right), left[0], right[0], lineterm="", n=context)
+    print("\n".join(diff))
+
+
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------
 
 
@@ -161,7 +293,7 @@ def make_graph(num_nodes: int, num_edges: int, features: int, *, seed: int = 0):
     return x, torch.stack([source, target])
 
 
-def _message_passing_class():
+def _model_classes() -> dict:
     import torch
     from torch import nn
 
@@ -178,28 +310,141 @@ def _message_passing_class():
         from both reductions.
         """
 
-        def __init__(self, features: int):
+        def __init__(self, features: int, ops=None):
             super().__init__()
             self.message = nn.Linear(features, features)
             self.self_weight = nn.Linear(features, features, bias=False)
+            self.ops = ops or torch.ops.wb_scatter  # where scatter_mean and scatter_max come from
 
         def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
             source, target = edge_index[0], edge_index[1]
             messages = self.message(x).index_select(0, source)
             nodes = x.shape[0]
-            mean = torch.ops.wb_scatter.scatter_mean(messages, target, 0, nodes)
-            maximum, _ = torch.ops.wb_scatter.scatter_max(messages, target, 0, nodes)
+            mean = self.ops.scatter_mean(messages, target, 0, nodes)
+            maximum, _ = self.ops.scatter_max(messages, target, 0, nodes)
             return torch.relu(self.self_weight(x) + mean + maximum)
 
-    return MessagePassing
+    class NeighbourSum(nn.Module):
+        """out[v] = the sum of x[u] over the edges u -> v: one row per node, zeros without in-edges.
+
+        It checks the node numbers in edge_index itself. torch._assert_async is a check on a
+        tensor's values that is recorded in the graph, so it is still there in an exported program,
+        before anything reads x at those numbers.
+        """
+
+        def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+            nodes = x.shape[0]
+            torch._assert_async(
+                ((edge_index >= 0) & (edge_index < nodes)).all(),
+                "edge_index holds a node number outside [0, x.shape[0])",
+            )
+            source, target = edge_index[0], edge_index[1]
+            return torch.ops.wb_scatter.scatter_sum(x.index_select(0, source), target, 0, nodes)
+
+    return {"MessagePassing": MessagePassing, "NeighbourSum": NeighbourSum}
 
 
 def __getattr__(name):
-    # The model class needs torch; build it on first use so that importing this module stays cheap.
-    if name == "MessagePassing":
-        globals()[name] = _message_passing_class()
+    # The model classes need torch and the scatter ops; build them on first use so that importing
+    # this module stays cheap.
+    if name in ("MessagePassing", "NeighbourSum"):
+        globals().update(_model_classes())
         return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+_int_schema_library = None
+
+
+def int_schema_ops():
+    """torch.ops.wb_ch08_int: scatter_mean and scatter_max as they were declared before dim_size became a
+    SymInt (`int? dim_size`), each running the wb_scatter op of the same name.
+
+    Defined once per process (a namespace can be defined only once); the Library object is kept, since
+    dropping it would remove the ops again.
+    """
+    import torch
+
+    global _int_schema_library
+    if _int_schema_library is None:
+        from . import scatter
+
+        ops = scatter.load()
+        library = torch.library.Library("wb_ch08_int", "DEF")
+        for name in ("scatter_mean", "scatter_max"):
+            overload = getattr(ops, name).default
+            library.define(str(overload._schema).split("::", 1)[1].replace("SymInt? dim_size", "int? dim_size"))
+            # CompositeImplicitAutograd: the op is its call of the wb_scatter op, traced through by the compiler.
+            library.impl(name, overload, "CompositeImplicitAutograd")
+        _int_schema_library = library
+    return torch.ops.wb_ch08_int
+
+
+# ---- out= ops, and what is not one ------------------------------------------------------------------
+
+_mutating_ops = None
+
+
+def mutating_ops():
+    """Three Python ops around wb_scatter's scatter_sum, on the ways an op can write into a tensor it is given
+    (defined once per process; the namespace is wb_ch08_out):
+
+    scatter_sum_out   an out= op, tagged torch.Tag.out: it writes `out` and never reads it (out's old
+                      values are dropped), and returns it. torch generates its fake kernel from the schema.
+    scatter_sum_into  the accumulate overload (it adds into out, so it reads it) mislabelled with
+                      torch.Tag.out: a promise compiled code relies on, and opcheck catches.
+    scatter_sum_maybe one op for both calls, `Tensor(a!)? out=None -> Tensor(a!)`: the result is out when
+                      given, else a new tensor (the "maybe-out" pattern).
+
+    Returns torch.ops.wb_ch08_out.
+    """
+    import torch
+
+    global _mutating_ops
+    if _mutating_ops is None:
+        from . import scatter
+
+        ops = scatter.load()
+
+        # The schemas are spelled out: this module's annotations are strings (from __future__ import annotations).
+        out_schema = "(Tensor src, Tensor index, int dim, *, Tensor(a!) out) -> Tensor(a!)"
+
+        # An out= op: it writes out and never reads it.
+        @torch.library.custom_op(
+            "wb_ch08_out::scatter_sum_out", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
+        )
+        def scatter_sum_out(src, index, dim, *, out):
+            ops.scatter_sum.accumulate(src, index, dim, out.zero_())  # write-only: out's old values are dropped
+            return out
+
+        # The same promise, broken: this one reads out.
+        @torch.library.custom_op(
+            "wb_ch08_out::scatter_sum_into", mutates_args={"out"}, tags=torch.Tag.out, schema=out_schema
+        )
+        def scatter_sum_into(src, index, dim, *, out):
+            ops.scatter_sum.accumulate(src, index, dim, out)  # adds to out's values: reads them
+            return out
+
+        library = torch.library.Library("wb_ch08_out", "FRAGMENT")
+        library.define("scatter_sum_maybe(Tensor src, Tensor index, int dim=-1, *, Tensor(a!)? out=None) -> Tensor(a!)")
+
+        def scatter_sum_maybe(src, index, dim=-1, *, out=None):
+            if out is None:
+                return ops.scatter_sum(src, index, dim, None)
+            ops.scatter_sum.accumulate(src, index, dim, out)
+            return out
+
+        def fake_scatter_sum_maybe(src, index, dim=-1, *, out=None):
+            if out is not None:
+                return out
+            shape = list(src.shape)
+            shape[dim] = torch.library.get_ctx().new_dynamic_size()
+            return src.new_empty(shape)
+
+        library.impl("scatter_sum_maybe", scatter_sum_maybe, "CompositeExplicitAutograd")
+        torch.library.register_fake("wb_ch08_out::scatter_sum_maybe", fake_scatter_sum_maybe, lib=library)
+        _mutating_ops = (scatter_sum_out, scatter_sum_into, library)  # kept: dropping them removes the ops
+    return torch.ops.wb_ch08_out
 
 
 # ---- a fresh custom op per call, for the exercises ---------------------------------------------------
@@ -255,9 +500,11 @@ def new_segment_sum(*, fake=None, setup_context=None, backward=None):
 def package(exported, name: str) -> Path:
     """Compile an ExportedProgram ahead of time into build/ch08/<name>.pt2 and return its path.
 
-    Like ninja for C++, it skips the work when nothing changed: a package compiled earlier from the
-    same program (graph, signature, dynamic ranges, weights and constants, torch version; see
-    `program_key`) is reused. AOTInductor takes ~10 s even with a warm Inductor cache.
+    The package carries its input contract (`input_contract`) in its metadata, for `load_package` and
+    the C++ program to check inputs against. Like ninja for C++, it skips the work when nothing
+    changed: a package compiled earlier from the same program (graph, signature, dynamic ranges,
+    weights and constants, torch version; see `program_key`) is reused. AOTInductor takes ~10 s
+    even with a warm Inductor cache.
     """
     import torch
 
@@ -268,24 +515,33 @@ def package(exported, name: str) -> Path:
     if path.exists() and key_file.exists() and key_file.read_text() == key:
         return path
     key_file.unlink(missing_ok=True)
+    metadata = contract_metadata(input_contract(exported))
     with warnings.catch_warnings(), build_progress.shown(f"{name}.pt2"):
         # torch 2.13's own packaging code trips over a deprecation in torch.utils._pytree.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
-        written = Path(torch._inductor.aoti_compile_and_package(exported, package_path=str(path)))
+        written = Path(
+            torch._inductor.aoti_compile_and_package(
+                exported, package_path=str(path), inductor_configs={"aot_inductor.metadata": metadata}
+            )
+        )
     key_file.write_text(key)
     return written
+
+
+# The version of what `package` writes besides the compiled program (the contract's format).
+_PACKAGE_FORMAT = "contract-1"
 
 
 def program_key(exported) -> str:
     """A hash of everything an AOTInductor package is compiled from: the printed program (graph,
     signature, range constraints), the values of its weights, buffers and constants (a custom
-    object through its __obj_flatten__ state), and the torch version."""
+    object through its __obj_flatten__ state), the torch version and the package format."""
     import hashlib
 
     import torch
     from torch.utils._pytree import tree_leaves
 
-    digest = hashlib.sha256(torch.__version__.encode())
+    digest = hashlib.sha256(f"{torch.__version__} {_PACKAGE_FORMAT}".encode())
     digest.update(str(exported).encode())
     for name, value in sorted({**exported.state_dict, **exported.constants}.items()):
         digest.update(name.encode())
@@ -297,6 +553,175 @@ def program_key(exported) -> str:
             else:
                 digest.update(repr(leaf).encode())
     return digest.hexdigest()
+
+
+# ---- what a package expects of its inputs --------------------------------------------------------
+# AOTInductor compiles for the dtypes, devices, ranks, sizes and strides of the exported example
+# inputs (sizes as ranges where they are dynamic), and by default checks none of it when it runs: a
+# float64 tensor fed to a float32 package is read as float32 bits. The contract records those
+# expectations in the package's metadata (strings only), one entry per input:
+#   "workbook.input.<i>" = "<name> <C++ dtype> <Python dtype> <device> <contiguous|any> <min>:<max>,..."
+# with <max> "inf" for an unbounded size. csrc/aoti_app/main.cpp reads the same entries.
+
+UNBOUNDED = None
+
+
+def _cpp_dtype_name(dtype) -> str:
+    """The name c10 gives `dtype` (Float, Double, Long, BFloat16, ...), as C++ prints it."""
+    import torch
+
+    return torch.empty(0, dtype=dtype).type().removeprefix("torch.").removesuffix("Tensor")
+
+
+def input_contract(exported) -> list[dict]:
+    """What a package compiled from `exported` expects of each input, in call order: name, dtype,
+    device type, whether it must be contiguous, and per dimension the (min, max) sizes it accepts
+    (max UNBOUNDED for no upper bound; min == max for a static size)."""
+    import sympy
+    from torch.utils._sympy.numbers import IntInfinity
+
+    placeholders = {node.name: node.meta["val"] for node in exported.graph.nodes if node.op == "placeholder"}
+    contract = []
+    for name in exported.graph_signature.user_inputs:
+        value = placeholders[name]
+        sizes = []
+        for size in value.shape:
+            expr = size.node.expr if hasattr(size, "node") else sympy.Integer(size)
+            if expr.is_number:
+                sizes.append((int(expr), int(expr)))
+            else:
+                bounds = exported.range_constraints[expr]
+                upper = UNBOUNDED if isinstance(bounds.upper, IntInfinity) else int(bounds.upper)
+                sizes.append((int(bounds.lower), upper))
+        contract.append(
+            {
+                "name": name,
+                "dtype": value.dtype,
+                "device": value.device.type,
+                "contiguous": value.is_contiguous(),
+                "sizes": sizes,
+            }
+        )
+    return contract
+
+
+def contract_metadata(contract) -> dict[str, str]:
+    """The contract as AOTInductor package metadata (string keys and values)."""
+    metadata = {}
+    for i, entry in enumerate(contract):
+        sizes = ",".join(f"{low}:{'inf' if high is UNBOUNDED else high}" for low, high in entry["sizes"])
+        fields = [
+            entry["name"],
+            _cpp_dtype_name(entry["dtype"]),
+            str(entry["dtype"]).removeprefix("torch."),
+            entry["device"],
+            "contiguous" if entry["contiguous"] else "any",
+            sizes or "-",
+        ]
+        metadata[f"workbook.input.{i}"] = " ".join(fields)
+    return metadata
+
+
+def contract_from_metadata(metadata: dict) -> list[dict]:
+    """The contract `contract_metadata` wrote (empty for a package compiled without one)."""
+    import torch
+
+    contract = []
+    while f"workbook.input.{len(contract)}" in metadata:
+        name, _, dtype, device, layout, sizes = metadata[f"workbook.input.{len(contract)}"].split(" ")
+        bounds = [tuple(part.split(":")) for part in sizes.split(",")] if sizes != "-" else []
+        contract.append(
+            {
+                "name": name,
+                "dtype": getattr(torch, dtype),
+                "device": device,
+                "contiguous": layout == "contiguous",
+                "sizes": [(int(low), UNBOUNDED if high == "inf" else int(high)) for low, high in bounds],
+            }
+        )
+    return contract
+
+
+def check_inputs(contract, inputs) -> None:
+    """Raise a ValueError naming the first input that breaks `contract`: a missing or extra input, a
+    wrong dtype, device or rank, a size outside its range, or a layout the package cannot read."""
+    import torch
+
+    if len(inputs) != len(contract):
+        names = ", ".join(entry["name"] for entry in contract)
+        raise ValueError(f"the package takes {len(contract)} inputs ({names}), got {len(inputs)}")
+    for i, (entry, value) in enumerate(zip(contract, inputs)):
+        what = f"input {i} ({entry['name']!r})"
+        if not isinstance(value, torch.Tensor):
+            raise ValueError(f"{what} must be a tensor, got {type(value).__name__}")
+        if value.dtype != entry["dtype"]:
+            raise ValueError(
+                f"{what} has dtype {value.dtype}, but the package was compiled for {entry['dtype']} "
+                f"(it would read the bytes as {entry['dtype']}): convert it with .to({entry['dtype']})"
+            )
+        if value.device.type != entry["device"]:
+            raise ValueError(f"{what} is on {value.device}, but the package was compiled for {entry['device']}")
+        if value.dim() != len(entry["sizes"]):
+            raise ValueError(
+                f"{what} is {value.dim()}-D (shape {tuple(value.shape)}), but the package expects a "
+                f"{len(entry['sizes'])}-D tensor"
+            )
+        for d, (size, (low, high)) in enumerate(zip(value.shape, entry["sizes"])):
+            if size < low or (high is not UNBOUNDED and size > high):
+                accepted = f"exactly {low}" if low == high else f"from {low} to {'any size' if high is None else high}"
+                raise ValueError(
+                    f"{what} has size {size} at dimension {d} (shape {tuple(value.shape)}), outside what the "
+                    f"package was exported for: {accepted}"
+                )
+        if entry["contiguous"] and not value.is_contiguous():
+            raise ValueError(
+                f"{what} is not contiguous (strides {value.stride()}), and the package reads it as the "
+                "row-major layout it was compiled for: pass .contiguous()"
+            )
+
+
+class CheckedPackage:
+    """An AOTInductor package loaded in Python that checks every call's inputs against the contract
+    the package carries, before running it."""
+
+    def __init__(self, path):
+        import torch
+
+        self.path = Path(path)
+        self.model = torch._inductor.aoti_load_package(str(path))
+        self.contract = contract_from_metadata(self.model.get_metadata())
+        if not self.contract:
+            raise ValueError(f"{strip_repo(str(path))} carries no input contract: compile it with successor.package")
+
+    def __call__(self, *inputs):
+        check_inputs(self.contract, inputs)
+        return self.model(*inputs)
+
+
+@contextlib.contextmanager
+def native_stderr_to_stdout():
+    """Run the block with the process's C-level stderr caught, then print what it caught to sys.stdout.
+
+    AOTInductor's runtime writes "Error: ..." straight to file descriptor 2 before raising. Jupyter
+    forwards such writes from a background thread, so they land in the cell late, in the next cell,
+    or not at all; caught here, they are printed in order with the cell's own output, every run.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            print(caught.read().decode(errors="replace"), end="")
+
+
+def load_package(path) -> CheckedPackage:
+    """Load a package written by `package`; calling it checks the inputs first (see `check_inputs`)."""
+    return CheckedPackage(path)
 
 
 def aoti_app() -> Path:

@@ -13,8 +13,10 @@
 TORCH_LIBRARY(wb_lltm, m) {
   // Where the Python parts are: an error about a missing fake kernel then says which module to import.
   m.set_python_module("workbook.lltm");
-  // A fixed number of outputs is a tuple `(Tensor, ...)`; `Tensor[]` would be a list of unknown
-  // length, which torch.compile and torch.export cannot give shapes to before running the op.
+  // The outputs are tuples of a fixed length, matching the kernels' std::tuple return types (a
+  // kernel returning another number of tensors is refused when it is registered). `Tensor[]`, a
+  // std::vector<at::Tensor>, would also work under torch.compile and torch.export (the fake kernel
+  // returns the list), but its length would be written nowhere in the schema.
   m.def(
       "lltm_forward(Tensor input, Tensor weights, Tensor bias, Tensor old_h, Tensor old_cell)"
       " -> (Tensor, Tensor, Tensor, Tensor)");

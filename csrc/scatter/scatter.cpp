@@ -2,10 +2,10 @@
 //
 // Ops (what Python and C++ users call):
 //
-//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor
-//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
-//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_sum (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor
+//   wb_scatter::scatter_mean(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor
+//   wb_scatter::scatter_min (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)
+//   wb_scatter::scatter_max (Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)
 //
 //   and for each an overload that accumulates into a tensor the caller owns (torch_scatter's out=):
 //
@@ -13,6 +13,9 @@
 //   wb_scatter::scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()
 //   wb_scatter::scatter_min.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //   wb_scatter::scatter_max.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
+//
+//   dim_size is a SymInt: while torch.compile or torch.export traces a model, it may be a symbol
+//   (see OptionalSymInt below), so the autograd kernels take std::optional<c10::SymInt>.
 //
 //   torch_scatter's semantics: `index` is broadcast against `src` (a 1-D index lines up with `dim`,
 //   a longer one with the leading dimensions; missing trailing dimensions are added), the result
@@ -295,6 +298,13 @@ std::pair<int64_t, Tensor> check_and_broadcast(const Tensor& src, const Tensor& 
 
 namespace {
 
+// dim_size as the schema declares it (`SymInt?`). Under torch.compile(dynamic=True) and torch.export
+// the autograd kernels run while the graph is traced, and the dim_size they receive may be a symbol
+// (the number of nodes, whatever it is). Taken as int64_t, it would be turned into its current value
+// and guarded on (one compiled graph per value); as a SymInt it flows on, through the calls below, to
+// the fake kernel. The backend kernels (scatter.h) keep int64_t: they only ever run on real tensors.
+using OptionalSymInt = std::optional<c10::SymInt>;
+
 template <typename Signature>
 static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
@@ -304,18 +314,23 @@ static c10::TypedOperatorHandle<Signature> find_op(const char* name, const char*
 // Autograd and ADInplaceOrView keys out of this thread's dispatch, so the dispatcher goes on to
 // the kernel of the tensors' backend (CPU, CUDA, or the fake kernel under torch.compile) instead
 // of coming back to the autograd kernel that is calling.
+// The write into out is made with the caller's grad mode (`grad_mode`), not the one a Function's
+// forward() runs in (off). Eager autograd does not mind, but torch.compile does: its functionalization
+// takes a write made with grad mode off for one autograd cannot see, and drops the op's backward
+// from out's gradient (out's initial values would get the incoming gradient unmasked, undivided).
 struct SumLikeOp {
-  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)> functional;
+  c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, OptionalSymInt)> functional;
   c10::TypedOperatorHandle<void(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit SumLikeOp(const char* name)
-      : functional(find_op<Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(name, "")),
+      : functional(find_op<Tensor(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(name, "")),
         accumulate(find_op<void(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   Tensor below_autograd(const Tensor& src, const Tensor& index, int64_t dim, const std::optional<Tensor>& out,
-                        std::optional<int64_t> dim_size) const {
+                        OptionalSymInt dim_size, bool grad_mode) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    at::AutoGradMode callers_grad_mode(grad_mode);
     accumulate.call(src, index, dim, *out);
     return *out;
   }
@@ -323,19 +338,21 @@ struct SumLikeOp {
 
 // The same for scatter_min or scatter_max: returns (values, argindex).
 struct ArgReduceOp {
-  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>
+  c10::TypedOperatorHandle<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>
       functional;
   c10::TypedOperatorHandle<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)> accumulate;
 
   explicit ArgReduceOp(const char* name)
-      : functional(find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>)>(
-            name, "")),
+      : functional(
+            find_op<std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, OptionalSymInt)>(name, "")),
         accumulate(find_op<Tensor(const Tensor&, const Tensor&, int64_t, const Tensor&)>(name, "accumulate")) {}
 
   std::tuple<Tensor, Tensor> below_autograd(const Tensor& src, const Tensor& index, int64_t dim,
-                                            const std::optional<Tensor>& out, std::optional<int64_t> dim_size) const {
+                                            const std::optional<Tensor>& out, OptionalSymInt dim_size,
+                                            bool grad_mode) const {
     at::AutoDispatchBelowADInplaceOrView guard;
     if (!out.has_value()) return functional.call(src, index, dim, dim_size);
+    at::AutoGradMode callers_grad_mode(grad_mode);
     return {*out, accumulate.call(src, index, dim, *out)};
   }
 };
@@ -343,9 +360,9 @@ struct ArgReduceOp {
 class ScatterSum : public torch::autograd::Function<ScatterSum> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const SumLikeOp op("wb_scatter::scatter_sum");
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
@@ -360,16 +377,16 @@ class ScatterSum : public torch::autograd::Function<ScatterSum> {
     Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad : Tensor();  // out + sum: identity
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
 class ScatterMean : public torch::autograd::Function<ScatterMean> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                          const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const SumLikeOp op("wb_scatter::scatter_mean");
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size);
+    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
@@ -387,7 +404,7 @@ class ScatterMean : public torch::autograd::Function<ScatterMean> {
     // Each src element contributed 1/count of its group's mean; its group has count >= 1.
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx).div(count.gather(dim, idx)) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad.div(count.clamp_min(1)) : Tensor();
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
@@ -395,9 +412,9 @@ template <typename Self>
 class ScatterArgReduce : public torch::autograd::Function<Self> {
  public:
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                               const std::optional<Variable>& out, std::optional<int64_t> dim_size) {
+                               const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
     static const ArgReduceOp op(Self::name);
-    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size);
+    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     dim = wrap_dim(src, dim);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["n"] = src.sym_size(dim);
@@ -422,7 +439,7 @@ class ScatterArgReduce : public torch::autograd::Function<Self> {
     }
     Tensor grad_out;
     if (ctx->saved_data["has_out"].toBool()) grad_out = grad.masked_fill(arg.ne(n), 0);
-    return {grad_src, Tensor(), Tensor(), grad_out, Tensor()};
+    return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
@@ -451,46 +468,47 @@ static void check_out_for_autograd(const Tensor& src, const Tensor& out) {
 }
 
 // The Autograd kernels: each overload applies its op's Function.
-static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+static Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size);
+  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
 }
 static void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  ScatterSum::apply(src, index, dim, out, std::nullopt);
+  ScatterSum::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
 }
-static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, std::optional<int64_t> dim_size) {
+static Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size);
+  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
 }
 static void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  ScatterMean::apply(src, index, dim, out, std::nullopt);
+  ScatterMean::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
 }
 template <typename F>
 static std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim,
-                                             std::optional<int64_t> dim_size) {
+                                             OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size);
+  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
   return {result[0], result[1]};
 }
 template <typename F>
 static Tensor arg_reduce_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
   check_out_for_autograd(src, out);
-  return F::apply(src, index, dim, out, std::nullopt)[1];  // the argindex; out itself was written
+  variable_list result = F::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
+  return result[1];  // the argindex; out itself was written
 }
 
 }  // namespace
 }  // namespace wb_scatter
 
 TORCH_LIBRARY(wb_scatter, m) {
-  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
-  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> Tensor");
-  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
-  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, int? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_sum(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor");
+  m.def("scatter_mean(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> Tensor");
+  m.def("scatter_min(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)");
+  m.def("scatter_max(Tensor src, Tensor index, int dim=-1, SymInt? dim_size=None) -> (Tensor, Tensor)");
   m.def("scatter_sum.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
   m.def("scatter_mean.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> ()");
   m.def("scatter_min.accumulate(Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor");

@@ -5,8 +5,9 @@
 
 torch's BuildExtension adds torch's include folders and the C++ standard torch needs (-std=c++20),
 leaves the C++ ABI to the compiler's default (torch 2.13 passes no _GLIBCXX_USE_CXX11_ABI flag), and
-compiles with ninja (in parallel, and only what changed). CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit
-is found; set WB_SCATTER_CPU_ONLY=1 to leave them out.
+compiles with ninja (in parallel, and only what changed). CUDA kernels (cuda/*.cu) are compiled when this torch
+has CUDA, a CUDA toolkit is found, and either a GPU is visible or TORCH_CUDA_ARCH_LIST names the architectures
+(without either, torch cannot choose them); set WB_SCATTER_CPU_ONLY=1 to leave them out.
 """
 
 import os
@@ -24,6 +25,8 @@ with_cuda = (
     and torch.version.cuda is not None
     and CUDA_HOME is not None
     and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0")
+    # Without a visible GPU, torch cannot pick the architectures to compile for unless told.
+    and (torch.cuda.is_available() or bool(os.environ.get("TORCH_CUDA_ARCH_LIST")))
 )
 
 # -fopenmp: at::parallel_for uses threads only when compiled with OpenMP. -g0: setuptools adds -g,
@@ -44,7 +47,8 @@ extension = Extension(
 repository = HERE.parent.parent
 options = {}
 if (repository / "workbook").is_dir():
-    options["build"] = {"build_base": str(repository / "build" / "scatter_pkg" / "setuptools")}
+    build_dir = Path(os.environ.get("WORKBOOK_BUILD_DIR") or repository / "build")  # another torch builds elsewhere
+    options["build"] = {"build_base": str(build_dir / "scatter_pkg" / "setuptools")}
 
 setup(
     name="wb-scatter",

@@ -12,8 +12,8 @@ Two promises, two switches:
   it defined, every non-stable torch header (ATen, c10, torch/library.h) is an #error, and stable
   APIs newer than 2.10 are hidden, so the library can only use what libtorch 2.10 already offers.
 
-The CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA and a CUDA toolkit is found; set
-WB_SCATTER_CPU_ONLY=1 to leave them out. -DUSE_CUDA declares the CUDA part of the C shim
+The CUDA kernels (cuda/*.cu) are compiled when this torch has CUDA, a CUDA toolkit is found, and either a GPU is
+visible or TORCH_CUDA_ARCH_LIST names the architectures; set WB_SCATTER_CPU_ONLY=1 to leave them out. -DUSE_CUDA declares the CUDA part of the C shim
 (aoti_torch_get_current_cuda_stream, torch_c10_cuda_check_msg).
 """
 
@@ -34,6 +34,8 @@ with_cuda = (
     and torch.version.cuda is not None
     and CUDA_HOME is not None
     and os.environ.get("WB_SCATTER_CPU_ONLY", "") in ("", "0")
+    # Without a visible GPU, torch cannot pick the architectures to compile for unless told.
+    and (torch.cuda.is_available() or bool(os.environ.get("TORCH_CUDA_ARCH_LIST")))
 )
 
 # -g0: setuptools adds -g, which only makes the build slower here. No -fopenmp: the stable
@@ -59,7 +61,8 @@ extension = Extension(
 repository = HERE.parent.parent
 options = {"bdist_wheel": {"py_limited_api": PYTHON_ABI}}
 if (repository / "workbook").is_dir():
-    options["build"] = {"build_base": str(repository / "build" / "stable" / "setuptools")}
+    build_dir = Path(os.environ.get("WORKBOOK_BUILD_DIR") or repository / "build")  # another torch builds elsewhere
+    options["build"] = {"build_base": str(build_dir / "stable" / "setuptools")}
 
 setup(
     name="wb-scatter-stable",

@@ -31,6 +31,8 @@ class _Steps:
         self.clock = 0.0
         self.log = []  # (statement, round) per call
         self.rounds = {"ours": -1, "baseline": -1}
+        self.measured = []  # (Measurement, its task) for every Measurement a Timer returned
+        self.used_side_by_side = False
 
     def ours_step(self):
         self._call("ours")
@@ -57,23 +59,53 @@ class _Steps:
     @contextlib.contextmanager
     def timers_on_this_clock(self):
         """Meanwhile, torch.utils.benchmark.Timer times the two statements on this clock (every Timer
-        method times through Timer._timeit); other statements keep the real clock."""
+        method times through Timer._timeit); other statements keep the real clock. Every Measurement a
+        Timer returns meanwhile is kept in `self.measured` with the task it was made for, and a call made
+        from inside workbook.performance.side_by_side is noted in `self.used_side_by_side`."""
         from torch.utils.benchmark import Timer
 
         real_timeit = Timer._timeit
+        real_methods = {name: getattr(Timer, name) for name in ("timeit", "blocked_autorange", "adaptive_autorange")}
 
         def timeit(timer, number):
             if timer._task_spec.stmt not in _STATEMENTS.values():
                 return real_timeit(timer, number)
+            self.used_side_by_side = self.used_side_by_side or _called_from_side_by_side()
             start = self.clock
             real_timeit(timer, number)  # runs the statement `number` times
             return max(self.clock - start, 1e-9)  # Timer's own floor for a block's time
 
+        def recording(method):
+            def measure(timer, *args, **kwargs):
+                measurement = method(timer, *args, **kwargs)
+                self.measured.append((measurement, measurement.task_spec))
+                return measurement
+
+            return measure
+
         Timer._timeit = timeit
+        for name, method in real_methods.items():
+            setattr(Timer, name, recording(method))
         try:
             yield
         finally:
             Timer._timeit = real_timeit
+            for name, method in real_methods.items():
+                setattr(Timer, name, method)
+
+    def made_by_a_timer(self, measurement) -> bool:
+        """Is `measurement` one a Timer returned during the check, with the task it was made for?"""
+        return any(measurement is made and measurement.task_spec is task for made, task in self.measured)
+
+
+def _called_from_side_by_side() -> bool:
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "side_by_side" and code.co_filename.endswith("performance.py"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 @exercise("9.1 measure a claim properly")
@@ -125,6 +157,22 @@ def check_speedup(speedup):
             "your speedup never ran the two statements: time them with Timer(...).blocked_autorange() instead "
             "of making Measurements up"
         )
+    if steps.used_side_by_side:
+        raise Mistake(
+            "your speedup calls workbook.performance.side_by_side, which does the whole exercise: write the "
+            "rounds yourself, with torch.utils.benchmark.Timer"
+        )
+    for name, measurement in (("ours", ours), ("baseline", baseline)):
+        if not steps.made_by_a_timer(measurement):
+            raise Mistake(
+                f"the {name} measurement is not one a Timer returned while the check ran (built by hand, copied, "
+                f"merged or relabelled): return the Measurement that Timer(...).blocked_autorange() gave you"
+            )
+        if len(measurement.raw_times) * measurement.number_per_run < 2:
+            raise Mistake(
+                f"the {name} measurement times a single call, and one call tells you little: let Timer repeat "
+                f"the statement (blocked_autorange runs it in blocks until min_run_time has passed)"
+            )
     if min(stretches.count("ours"), stretches.count("baseline")) < rounds:
         raise Mistake(
             f"the two statements ran in {len(stretches)} stretch(es) ({' → '.join(stretches[:6])}"
@@ -183,22 +231,29 @@ def _seconds_per_call(function, args, budget: float = 0.005, calls: int = 3, pat
     return fastest
 
 
-def python_steps(function, *args) -> int:
-    """How many Python lines and calls `function(*args)` executed (torch's C++ loops do not count)."""
+class _TooManySteps(Exception):
+    pass
+
+
+def _result_and_python_steps(function, *args, limit: float = math.inf):
+    """(`function(*args)`, how many Python lines and calls it executed; torch's C++ loops do not count).
+    Raises _TooManySteps as soon as it has taken more than `limit` steps, so that a long loop ends early."""
     steps = 0
 
     def count(frame, event, arg):
         nonlocal steps
         steps += 1
+        if steps > limit:
+            raise _TooManySteps
         return count
 
     previous = sys.gettrace()
     sys.settrace(count)
     try:
-        function(*args)
+        result = function(*args)
     finally:
         sys.settrace(previous)
-    return steps
+    return result, steps
 
 
 def _speed_against_reference(group_means, values, groups, num_groups: int, rounds: int = 5):
@@ -235,7 +290,7 @@ def check_group_means(group_means):
     """`group_means(values, groups, num_groups)` returns what group_means_slow returns, on inputs drawn
     now (float32 and float64, empty groups inside and at the end, no values at all, non-contiguous
     inputs, sizes beyond the notebook's), without changing its inputs; runs no Python loop (the Python
-    steps it takes do not grow with the input); and takes at most SPEED_LIMIT times the CPU time of the
+    steps it takes are the same, within a few, for every input drawn); and takes at most SPEED_LIMIT times the CPU time of the
     reference solution, the two timed side by side."""
     import torch
 
@@ -260,28 +315,35 @@ def check_group_means(group_means):
             f"group_means for {elements:,}{layout} {values.dtype} values in {num_groups:,} groups",
         )
 
-    def expect_right(values, groups, num_groups, what):
+    def expect_right(values, groups, num_groups, what, result=None):
         before = values.clone(), groups.clone()
-        result = group_means(values, groups, num_groups)
+        result = group_means(values, groups, num_groups) if result is None else result
         expect_close(result, expected(values, groups, num_groups), what)
         if not (torch.equal(values, before[0]) and torch.equal(groups, before[1])):
             raise Mistake(f"{what}: your function changed its input values or groups; leave them as they are")
 
-    for args in (
+    def loops(fewest, fewest_what, more, more_what):
+        return Mistake(
+            f"your function took {fewest:,} Python steps for {fewest_what.removeprefix('group_means for ')} but "
+            f"{more} for {more_what.removeprefix('group_means for ')}: it still loops in Python, over the groups "
+            f"or the values, at least for some inputs. Let one torch call handle every group at once "
+            f"(index_add_, scatter_add_ or bincount with weights)"
+        )
+
+    cases = (
         case(7, 12, torch.float32),
         case(0, 5, torch.float32),
+        case(100, 20, torch.float32),
+        case(1_000, 200, torch.float32),
         case(3_001, 1_234, torch.float64, contiguous=False),
-    ):
+    )
+    for args in cases:
         expect_right(*args)
-    small, large = case(100, 20, torch.float32)[:3], case(1_000, 200, torch.float32)[:3]
-    small_steps, large_steps = python_steps(group_means, *small), python_steps(group_means, *large)
-    if large_steps > small_steps + 20:
-        raise Mistake(
-            f"your function took {small_steps:,} Python steps for 100 values in 20 groups but {large_steps:,} "
-            f"for 1,000 values in 200 groups: it still loops in Python, over the groups "
-            f"or the values. Let one torch call handle every group at once (index_add_, scatter_add_ or "
-            f"bincount with weights)"
-        )
+    # Steps counted on a second call of each input, so that first-call costs (a compilation) do not count.
+    steps_taken = {args[3]: _result_and_python_steps(group_means, *args[:3])[1] for args in cases}
+    fewest, most = min(steps_taken, key=steps_taken.get), max(steps_taken, key=steps_taken.get)
+    if steps_taken[most] > steps_taken[fewest] + 20:
+        raise loops(steps_taken[fewest], fewest, f"{steps_taken[most]:,}", most)
     values, groups, num_groups = case(_SPEED_VALUES, _SPEED_GROUPS, torch.float32)[:3]
     ratio, yours, reference, rounds = _speed_against_reference(group_means, values, groups, num_groups)
     if ratio > SPEED_LIMIT:
@@ -293,7 +355,13 @@ def check_group_means(group_means):
             f"work than one scatter: let one call add every value to its group (index_add_, scatter_add_, or "
             f"bincount with weights) and one count every group's members"
         )
-    expect_right(*case(60_000, 7_000, torch.float32))
+    # The largest input: its steps counted on the first call, which stops early if it loops.
+    *args, what = case(60_000, 7_000, torch.float32)
+    try:
+        result, _ = _result_and_python_steps(group_means, *args, limit=steps_taken[most] + 20)
+    except _TooManySteps:
+        raise loops(steps_taken[fewest], fewest, f"more than {steps_taken[most] + 20:,}", what) from None
+    expect_right(*args, what, result=result)
 
 
 # ---- 9.3 choose headers to cut a build's time -------------------------------------------------------
@@ -344,6 +412,12 @@ def check_minimal_headers(choose_headers):
         raise Mistake(
             f"write each header as a path alone, such as 'torch/library.h' (letters, digits, _ . + - /; no "
             f"#include, <>, quotes, spaces or new lines): {odd[0]!r}"
+        )
+    climbing = [header for header in headers if ".." in header.split("/")]
+    if climbing:
+        raise Mistake(
+            f"name torch's headers as they are found under its include folders, without '..': {climbing[0]!r} "
+            f"climbs out of them"
         )
     source = with_headers(headers)
     try:

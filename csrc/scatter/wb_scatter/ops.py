@@ -140,11 +140,45 @@ def _size_given_on_meta(fake):
     return checked
 
 
+# ---- vmap: one call of the op for a whole batch -----------------------------------------------
+
+
+def _batched_rule(name):
+    """The vmap rule of the functional overload of op `name`.
+
+    torch.vmap calls it with the batched tensors and where their batch dimension is (`in_dims`);
+    it returns the batched result and where its batch dimension is. Each sample's `dim` becomes
+    `dim + 1` once the batch is moved to the front. The index is batched alongside: a per-sample
+    index of several dimensions lines up with src's leading dimensions, and the batch dimension in
+    front keeps it so. A per-sample 1-D index lines up with `dim` instead, so it gets size-1
+    dimensions between the batch and `dim`. With dim_size=None the rows are index.max() + 1 over
+    the whole batch (vmap stacks equal shapes): samples with fewer groups get empty (zero) rows.
+    """
+
+    def rule(info, in_dims, src, index, dim=-1, dim_size=None):
+        src_batch, index_batch = in_dims[0], in_dims[1]
+        rank = src.dim() - (src_batch is not None)  # the rank each sample's src has
+        torch._check(-rank <= dim < rank, lambda: f"dim must be in [{-rank}, {rank}) for src of rank {rank}, got {dim}")
+        dim = dim + rank if dim < 0 else dim
+        src = src.movedim(src_batch, 0) if src_batch is not None else src.expand(info.batch_size, *src.shape)
+        if index_batch is None:
+            index = index.expand(info.batch_size, *index.shape)
+        else:
+            index = index.movedim(index_batch, 0)
+        if index.dim() == 2 and dim != 0:  # a per-sample 1-D index, which runs along dim
+            index = index.reshape(index.shape[0], *[1] * dim, index.shape[1])
+        result = getattr(_ops(), name)(src, index, dim + 1, dim_size)
+        return result, (0, 0) if isinstance(result, tuple) else 0
+
+    return rule
+
+
 _registered = False
 
 
 def register_fakes():
-    """Register the fake kernels of every wb_scatter op (once per process; later calls do nothing)."""
+    """Register the fake kernels and vmap rules of every wb_scatter op (once per process; later calls
+    do nothing)."""
     global _registered
     if _registered:
         return
@@ -156,4 +190,5 @@ def register_fakes():
         torch.library.register_fake(
             f"wb_scatter::{name}.accumulate", _fake_arg_accumulate if arg_reduce else _fake_accumulate
         )
+        torch.library.register_vmap(f"wb_scatter::{name}", _batched_rule(name))
     _registered = True

@@ -213,8 +213,12 @@ def _register_accumulate_autograd(library, name):
         with torch._C._AutoDispatchBelowAutograd():
             return overload.redispatch(keyset & torch._C._after_autograd_keyset, *args)
 
-    def forward(ctx, src, index, dim, out, keyset):
-        argindex = below_autograd(keyset, src, index, dim, out)
+    def forward(ctx, src, index, dim, out, keyset, grad_enabled):
+        # A Function's forward runs with grad mode off; the write into out is made with the caller's. Eager
+        # autograd does not mind, but torch.compile's functionalization takes a write made with grad mode off
+        # for one autograd cannot see, and drops this backward from out's gradient.
+        with torch.set_grad_enabled(grad_enabled):
+            argindex = below_autograd(keyset, src, index, dim, out)
         ctx.mark_dirty(out)  # out was written in place: its history now ends in this node
         _save(ctx, src, index, dim, argindex, has_out=True)
         if arg_reduce:
@@ -224,7 +228,7 @@ def _register_accumulate_autograd(library, name):
 
     def backward(ctx, grad, *_grad_argindex):
         grad_src, grad_out = _GRADS[name](ctx, grad)
-        return grad_src, None, None, grad_out, None
+        return grad_src, None, None, grad_out, None, None
 
     # a class per op, named after it: out's grad_fn then reads e.g. ScatterSumAccumulateBackward
     class_name = "".join(word.title() for word in name.split("_")) + "Accumulate"
@@ -236,7 +240,7 @@ def _register_accumulate_autograd(library, name):
         if src is None or index is None or out is None:
             return below_autograd(keyset, src, index, dim, out)  # the C++ checks name the missing tensor
         _check_out_for_autograd(src, out)
-        result = Accumulate.apply(src, index, dim, out, keyset)
+        result = Accumulate.apply(src, index, dim, out, keyset, torch.is_grad_enabled())
         return result[1] if arg_reduce else None
 
     library.impl(f"{name}.accumulate", autograd_kernel, "Autograd", with_keyset=True)
