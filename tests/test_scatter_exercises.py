@@ -431,6 +431,14 @@ def _clamped(grad, argindex, index, dim, n, *saved):
     return _no_spare_slot(grad, argindex.clamp(max=n - 1), index, dim, n)
 
 
+def _through_the_checks_reference(grad, argindex, index, dim, n, src, values):
+    """The gradient of the check's own pure-torch reference, scatter.reference_max."""
+    with torch.enable_grad():
+        leaf = src.detach().requires_grad_()
+        result = scatter.reference_max(leaf, index, dim, dim_size=values.size(dim))[0]
+        return torch.autograd.grad(result, leaf, grad)[0]
+
+
 def _in_float32(grad, argindex, index, dim, n, *saved):
     """Routed in float32: autograd casts the result back to src's float64 without a word."""
     return _spare_slot(grad.float(), argindex, index, dim, n)
@@ -682,6 +690,13 @@ WRONG_ANSWERS = [
         "the gradient routed in float32 for a float64 src",
         lambda: ch03.check_scatter_max_function(_max_function(_in_float32)),
         ("float64", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "3.3",
+        "private data",
+        "backward through the check's reference, scatter.reference_max",
+        lambda: ch03.check_scatter_max_function(_max_function(_through_the_checks_reference, save_src=True)),
+        ("aten::scatter_reduce",),
     ),
     WrongAnswer(
         "3.3",

@@ -356,6 +356,14 @@ def _grade_max_in_child(report, library: str, namespace: str, name: str) -> None
     import torch
 
     _report = report
+    # The child shares the notebook's stdout and stderr (ipykernel captures them): what the profiler or a
+    # loader prints here would land in the notebook's output now and then, with pids and times. The
+    # records go through the pipe; the rest is silenced.
+    import os
+
+    silent = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(silent, 1)
+    os.dup2(silent, 2)
     torch.ops.load_library(library)
     try:
         _grade_max(getattr(getattr(torch.ops, namespace), name))
