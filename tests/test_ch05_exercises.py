@@ -155,6 +155,26 @@ def arg_by_scanning(e, src, index, out, arg):
     yield store(arg, k, min(j for j in range(len(src)) if index[j] == k and src[j] == out[k]))
 
 
+def max_by_plain_update(e, src, index, out):
+    """A plain read-modify-write of out between two yields: a race on a GPU, uninterrupted in the emulation."""
+    k = index[e]
+    out[k] = max(out[k], src[e])
+    yield from ()
+
+
+def arg_by_plain_update(e, src, index, out, arg):
+    k = index[e]
+    if src[e] == out[k] and e < arg[k]:
+        arg[k] = e
+    yield from ()
+
+
+def max_from_the_whole_list(e, src, index, out):
+    """The watched inputs' lists, taken whole (src.values): a scan the per-element reads would not see."""
+    k = index[e]
+    yield store(out, k, max(v for v, g in zip(src.values, index.values) if g == k))
+
+
 def arg_from_the_checks_reference(e, src, index, out, arg):
     """The check's own reference computes the answer; the thread only stores it."""
     k = index[e]
@@ -314,6 +334,27 @@ WRONG_ANSWERS = [
         "private data",
         "the check's own reference computes the argindex",
         lambda: ch05.check_scatter_max_passes(max_pass, arg_from_the_checks_reference),
+        ("read src[",),
+    ),
+    WrongAnswer(
+        "5.3",
+        "concept skipped",
+        "the maximum by a plain update of out, no operation yielded",
+        lambda: ch05.check_scatter_max_passes(max_by_plain_update, arg_pass),
+        ("read out[", "directly", "race"),
+    ),
+    WrongAnswer(
+        "5.3",
+        "concept skipped",
+        "the argindex by a plain update of arg, no operation yielded",
+        lambda: ch05.check_scatter_max_passes(max_pass, arg_by_plain_update),
+        ("arg[", "directly", "race"),
+    ),
+    WrongAnswer(
+        "5.3",
+        "private data",
+        "the watched input's whole list (src.values) scanned",
+        lambda: ch05.check_scatter_max_passes(max_from_the_whole_list, arg_pass),
         ("read src[",),
     ),
 ]

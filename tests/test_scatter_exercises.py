@@ -49,10 +49,15 @@ WRONG_CPP = r"""
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/scatter_reduce.h>
+#include <ATen/ops/scatter_reduce_cpu_dispatch.h>
 #include <ATen/ops/zeros.h>
+#include <Python.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include <cmath>
 #include <tuple>
 
 using at::Tensor;
@@ -60,7 +65,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 // ---- 3.1: scatter_mean's backward ----
-enum class Mean { NoCount, DimZero, PlainBuffer };
+enum class Mean { NoCount, DimZero, PlainBuffer, LibraryBackward, InFloat32 };
+
+using MeanSignature = Tensor(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>);
 
 template <Mean M>
 struct WrongMean : torch::autograd::Function<WrongMean<M>> {
@@ -85,6 +92,17 @@ struct WrongMean : torch::autograd::Function<WrongMean<M>> {
       grad_src = grads[0].gather(dim, index);  // forgets to divide by the count
     } else if constexpr (M == Mean::DimZero) {
       grad_src = grads[0].gather(0, index).div(count.gather(0, index));  // dim 0, as the chapter's examples
+    } else if constexpr (M == Mean::InFloat32) {
+      // computed in float32 whatever src's dtype (autograd casts it back to float64 without a word)
+      grad_src = grads[0].to(at::kFloat).gather(dim, index).div(count.to(at::kFloat).gather(dim, index));
+    } else if constexpr (M == Mean::LibraryBackward) {
+      // the library's autograd does the backward: a stand-in src through wb_scatter::scatter_mean (the mean's
+      // gradient does not depend on src's values), then autograd::grad of it
+      static auto mean = c10::Dispatcher::singleton().findSchemaOrThrow("wb_scatter::scatter_mean", "").typed<MeanSignature>();
+      c10::AutoGradMode enable(true);
+      Tensor leaf = at::zeros(index.sizes(), grads[0].options()).requires_grad_();
+      Tensor out = mean.call(leaf, index, dim, grads[0].size(dim));
+      grad_src = torch::autograd::grad({out}, {leaf}, {grads[0]})[0];
     } else {
       // the incoming gradient's memory read as if it were a contiguous tensor of its shape
       Tensor g = at::from_blob(grads[0].data_ptr(), grads[0].sizes(), grads[0].options());
@@ -100,7 +118,17 @@ Tensor wrong_mean(const Tensor& src, const Tensor& index, int64_t dim, std::opti
 }
 
 // ---- 3.2: scatter_max with its argindex ----
-enum class Max { NoLowerBound, CheckAfterWrite, StartFromZero, LastWins, ReadAsFloat, GroupByGroup, Library };
+enum class Max { NoLowerBound, CheckAfterWrite, StartFromZero, LastWins, ReadAsFloat, GroupByGroup, Library, CpuKernel };
+
+// The library's scatter_max, reached from C++ by importing the workbook through Python's C API.
+std::tuple<Tensor, Tensor> max_through_python(const Tensor& src, const Tensor& index, int64_t dim_size) {
+  PyGILState_STATE state = PyGILState_Ensure();
+  PyRun_SimpleString("from workbook import scatter; scatter.load()");
+  PyGILState_Release(state);
+  using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>);
+  static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("wb_scatter::scatter_max", "").typed<Signature>();
+  return op.call(src, index, 0, dim_size);
+}
 
 template <Max M>
 std::tuple<Tensor, Tensor> wrong_max(const Tensor& src, const Tensor& index, int64_t dim_size) {
@@ -110,6 +138,8 @@ std::tuple<Tensor, Tensor> wrong_max(const Tensor& src, const Tensor& index, int
   Tensor argindex = at::full({dim_size}, n, index.options());
   if constexpr (M == Max::Library) {  // the values from torch's own scatter_reduce, then the argindex by hand
     values = values.scatter_reduce(0, ix, s, "amax", /*include_self=*/false);
+  } else if constexpr (M == Max::CpuKernel) {  // the same, calling torch's CPU kernel directly (no dispatcher)
+    values = at::cpu::scatter_reduce(at::full({dim_size}, -INFINITY, src.options()), 0, ix, s, "amax", true);
   }
   AT_DISPATCH_FLOATING_TYPES(src.scalar_type(), "wrong_max", [&] {
     const scalar_t* x = s.const_data_ptr<scalar_t>();
@@ -134,7 +164,7 @@ std::tuple<Tensor, Tensor> wrong_max(const Tensor& src, const Tensor& index, int
       } else if constexpr (M != Max::CheckAfterWrite) {
         TORCH_CHECK(g >= 0 && g < dim_size, "index value ", g, " at position ", j, " is out of range");
       }
-      if constexpr (M == Max::Library) {
+      if constexpr (M == Max::Library || M == Max::CpuKernel) {
         if (arg[g] == n && x[j] == v[g]) arg[g] = j;
       } else if constexpr (M == Max::StartFromZero) {
         if (x[j] > v[g]) {
@@ -162,6 +192,10 @@ std::tuple<Tensor, Tensor> wrong_max(const Tensor& src, const Tensor& index, int
         TORCH_CHECK(g >= 0 && g < dim_size, "index value ", g, " at position ", j, " is out of range");
       }
     }
+    if constexpr (M == Max::CpuKernel) {
+      for (int64_t g = 0; g < dim_size; ++g)
+        if (arg[g] == n) v[g] = 0;  // empty groups: 0
+    }
   });
   return {values, argindex};
 }
@@ -172,6 +206,8 @@ TORCH_LIBRARY(NAMESPACE, m) {
   m.def("mean_without_count" MEAN_SCHEMA, &wrong_mean<Mean::NoCount>);
   m.def("mean_along_dim_0" MEAN_SCHEMA, &wrong_mean<Mean::DimZero>);
   m.def("mean_plain_buffer" MEAN_SCHEMA, &wrong_mean<Mean::PlainBuffer>);
+  m.def("mean_library_backward" MEAN_SCHEMA, &wrong_mean<Mean::LibraryBackward>);
+  m.def("mean_in_float32" MEAN_SCHEMA, &wrong_mean<Mean::InFloat32>);
   m.def("max_no_lower_bound" MAX_SCHEMA, &wrong_max<Max::NoLowerBound>);
   m.def("max_check_after_write" MAX_SCHEMA, &wrong_max<Max::CheckAfterWrite>);
   m.def("max_from_zero" MAX_SCHEMA, &wrong_max<Max::StartFromZero>);
@@ -179,6 +215,8 @@ TORCH_LIBRARY(NAMESPACE, m) {
   m.def("max_read_as_float" MAX_SCHEMA, &wrong_max<Max::ReadAsFloat>);
   m.def("max_group_by_group" MAX_SCHEMA, &wrong_max<Max::GroupByGroup>);
   m.def("max_library_values" MAX_SCHEMA, &wrong_max<Max::Library>);
+  m.def("max_cpu_kernel" MAX_SCHEMA, &wrong_max<Max::CpuKernel>);
+  m.def("max_through_python" MAX_SCHEMA, &max_through_python);
 }
 """
 
@@ -393,6 +431,19 @@ def _clamped(grad, argindex, index, dim, n, *saved):
     return _no_spare_slot(grad, argindex.clamp(max=n - 1), index, dim, n)
 
 
+def _through_the_checks_reference(grad, argindex, index, dim, n, src, values):
+    """The gradient of the check's own pure-torch reference, scatter.reference_max."""
+    with torch.enable_grad():
+        leaf = src.detach().requires_grad_()
+        result = scatter.reference_max(leaf, index, dim, dim_size=values.size(dim))[0]
+        return torch.autograd.grad(result, leaf, grad)[0]
+
+
+def _in_float32(grad, argindex, index, dim, n, *saved):
+    """Routed in float32: autograd casts the result back to src's float64 without a word."""
+    return _spare_slot(grad.float(), argindex, index, dim, n)
+
+
 def _every_tied_element(grad, argindex, index, dim, n, src, values):
     """Gradient to every element equal to its group's maximum: right until there is a tie."""
     return grad.gather(dim, index) * (src == values.gather(dim, index))
@@ -522,6 +573,20 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "3.1",
         "concept skipped",
+        "backward borrows the library's scatter_mean autograd (torch::autograd::grad of it)",
+        wrong_cpp("check_scatter_mean_backward", "mean_library_backward"),
+        ("your backward calls wb_scatter::scatter_mean",),
+    ),
+    WrongAnswer(
+        "3.1",
+        "wrong math",
+        "a float64 gradient computed in float32 (autograd casts it back silently)",
+        wrong_cpp("check_scatter_mean_backward", "mean_in_float32"),
+        ("float64", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "3.1",
+        "concept skipped",
         "the library's scatter_mean, whose C++ backward does the work",
         lambda: ch03.check_scatter_mean_backward(lambda s, i, d, n: scatter.scatter_mean(s, i, d, None, n)),
         ("not a Python function",),
@@ -585,6 +650,20 @@ WRONG_ANSWERS = [
     ),
     WrongAnswer(
         "3.2",
+        "concept skipped",
+        "values from torch's CPU kernel called directly (at::cpu::scatter_reduce, no dispatcher)",
+        wrong_cpp("check_scatter_max", "max_cpu_kernel"),
+        ("at::cpu::scatter_reduce", "past the dispatcher"),
+    ),
+    WrongAnswer(
+        "3.2",
+        "concept skipped",
+        "the library's op, reached from C++ through Python's C API",
+        wrong_cpp("check_scatter_max", "max_through_python"),
+        ("wb_scatter::scatter_max",),
+    ),
+    WrongAnswer(
+        "3.2",
         "private data",
         "the check's reference, as a Python function",
         lambda: ch03.check_scatter_max(_reference_max),
@@ -604,6 +683,20 @@ WRONG_ANSWERS = [
         "argindex clamped into range: an empty group's gradient lands on the last element",
         lambda: ch03.check_scatter_max_function(_max_function(_clamped)),
         ("nothing for an empty group",),
+    ),
+    WrongAnswer(
+        "3.3",
+        "wrong math",
+        "the gradient routed in float32 for a float64 src",
+        lambda: ch03.check_scatter_max_function(_max_function(_in_float32)),
+        ("float64", "is wrong at index"),
+    ),
+    WrongAnswer(
+        "3.3",
+        "private data",
+        "backward through the check's reference, scatter.reference_max",
+        lambda: ch03.check_scatter_max_function(_max_function(_through_the_checks_reference, save_src=True)),
+        ("aten::scatter_reduce",),
     ),
     WrongAnswer(
         "3.3",

@@ -330,23 +330,57 @@ class _Watched:
     running: list = [None]  # the thread whose code runs now (None: the scheduler)
 
     def __init__(self, name, values):
-        self.name, self.values, self.reads = name, values, {}
+        self.name, self._values, self.reads = name, values, {}
+
+    @property
+    def values(self):
+        """The whole list: a thread that takes it has read every position."""
+        self[:]
+        return self._values
 
     def __len__(self):
-        return len(self.values)
+        return len(self._values)
 
     def __getitem__(self, position):
         thread = self.running[0]
         if thread is not None:
-            taken = range(len(self.values))[position] if isinstance(position, slice) else [position]
+            taken = range(len(self._values))[position] if isinstance(position, slice) else [position]
             self.reads.setdefault(thread, set()).update(taken)
-        return self.values[position]
+        return self._values[position]
 
     def __setitem__(self, position, value):
-        self.values[position] = value
+        self._values[position] = value
 
     def __iter__(self):
-        return (self[i] for i in range(len(self.values)))
+        return (self[i] for i in range(len(self._values)))
+
+
+class _ThroughOperationsOnly(_Watched):
+    """Memory a pass updates: its threads may reach it only through the operations they yield (load, store,
+    atomic_max, ...), which the scheduler performs. A thread that reads or writes it directly would do so
+    between two of its operations, where no other thread can come in: a read-modify-write that looks
+    atomic here and is a race on a GPU."""
+
+    def _refuse(self, what, position):
+        thread = self.running[0]
+        self.running[0] = None  # the check's own reads below are not the thread's
+        raise Mistake(
+            f"thread {thread} {what} {self.name}[{position}] directly: in this pass, {self.name} is memory that "
+            "every thread updates, and a thread reaches it only through the operations it yields (load, store, "
+            "atomic_max, atomic_min), which the scheduler interleaves with the other threads'. Code between two "
+            "yields runs uninterrupted here, but on a GPU other threads run in between: a plain "
+            "read-modify-write there is a race"
+        )
+
+    def __getitem__(self, position):
+        if self.running[0] is not None:
+            self._refuse("read", position)
+        return self._values[position]
+
+    def __setitem__(self, position, value):
+        if self.running[0] is not None:
+            self._refuse("wrote", position)
+        self._values[position] = value
 
 
 def _watched_thread(number, thread):
@@ -398,11 +432,14 @@ def check_scatter_max_passes(max_pass, arg_pass) -> None:
             case = f"src={src_values}, index={index_values} under the schedule '{schedule}'"
             src, index = _Watched("src", list(src_values)), _Watched("index", list(index_values))
             out, arg = [float("-inf")] * groups, [len(src_values)] * groups
-            threads = [_watched_thread(e, max_pass(e, src, index, out)) for e in range(len(src_values))]
+            updated_out = _ThroughOperationsOnly("out", out)
+            threads = [_watched_thread(e, max_pass(e, src, index, updated_out)) for e in range(len(src_values))]
             interleaving.run(threads, schedule)
             # A kernel boundary: every thread of the first pass has finished before the second starts.
-            read_out = _Watched("out", out)
-            threads = [_watched_thread(e, arg_pass(e, src, index, read_out, arg)) for e in range(len(src_values))]
+            read_out, updated_arg = _Watched("out", out), _ThroughOperationsOnly("arg", arg)
+            threads = [
+                _watched_thread(e, arg_pass(e, src, index, read_out, updated_arg)) for e in range(len(src_values))
+            ]
             interleaving.run(threads, schedule)
             _check_own_reads(src, lambda e: {e}, case)
             _check_own_reads(index, lambda e: {e}, case)

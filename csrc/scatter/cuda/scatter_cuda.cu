@@ -26,7 +26,8 @@
 //         finish  (functional overloads) groups nothing landed in become 0.
 // float16/bfloat16 accumulate in a float32 buffer (acc_type), as on the CPU: summing thousands of
 // halves in half precision loses digits. (A float32 atomic add is also one instruction on every GPU,
-// a float16 one only from compute capability 7.0, a bfloat16 one from 8.0.)
+// a float16 one only from compute capability 7.0, a bfloat16 one from 9.0: ATen calls CUDA's bfloat16
+// atomicAdd from 8.0, but below 9.0 that is a compare-and-swap loop itself, in cuda_bf16.hpp.)
 //
 // Index values are checked as they are read: an out-of-range one is skipped (never written through)
 // and the lowest offending position is recorded. Only when out or dim_size was given can a value be
