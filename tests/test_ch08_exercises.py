@@ -50,6 +50,10 @@ def fake_copies_src_strides(src, index):  # right for a contiguous src only
     return src.new_empty_strided((new_rows(), *src.shape[1:]), src.stride())
 
 
+def fake_made_on_the_cpu(src, index):
+    return torch.empty((torch.library.get_ctx().new_dynamic_size(), *src.shape[1:]), dtype=src.dtype)
+
+
 def fake_hard_codes_float64(src, index):
     return src.new_empty((new_rows(), *src.shape[1:]), dtype=torch.float64)
 
@@ -211,6 +215,8 @@ WRONG_ANSWERS = [
     WrongAnswer("8.1", "wrong math", "at least one row", on_81(fake_at_least_one_row), ("at least 1 rows", "empty")),
     WrongAnswer("8.1", "wrong math", "distinct index values", on_81(fake_counts_distinct_values), ("at most",)),
     WrongAnswer("8.1", "wrong math", "trailing dimensions dropped", on_81(fake_drops_trailing_dims), ("dimensions",)),
+    WrongAnswer("8.1", "shown sizes only", "made on the CPU whatever src's device", on_81(fake_made_on_the_cpu),
+                ("meta device", "src's device")),
     WrongAnswer("8.2", "wrong math", "the mean's gradient", on_82(backward_scaled_by_count), ("wrong at index",)),
     WrongAnswer("8.2", "hard-coded", "the notebook's index", on_82(backward_hard_codes_the_shown_index), ("src",)),
     WrongAnswer("8.2", "wrong math", ".view of the gradient", on_82(backward_views_a_contiguous_grad), ("view",)),
@@ -234,6 +240,11 @@ WRONG_ANSWERS = [
                 ("any number of edges", "<= 100")),
     WrongAnswer("8.4", "shown sizes only", "at least four nodes", on_84({"x": {0: Dim("n", min=4)}, "edge_index": EDGES}),
                 ("any number of nodes",)),
+    WrongAnswer("8.4", "shown sizes only", "Dim max far above the sizes tried",
+                on_84({"x": {0: Dim("n", max=1000)}, "edge_index": {1: Dim("e", max=10000)}}),
+                ("at most 1000 nodes", "no max")),
+    WrongAnswer("8.4", "shown sizes only", "at least three nodes", on_84({"x": {0: Dim("n", min=3)}, "edge_index": EDGES}),
+                ("at least 3 nodes", "no min")),
     WrongAnswer("8.4", "concept skipped", "another module exported", lambda: ch08.check_export(export_something_else),
                 ("calls no wb_scatter op",)),
 ]
