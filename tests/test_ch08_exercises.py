@@ -151,6 +151,14 @@ def aggregate_sized_by_edges(x, edge_index):  # dim_size left out: rows up to th
     return torch.ops.wb_scatter.scatter_mean(x.index_select(0, edge_index[0]), edge_index[1], 0, None)
 
 
+def aggregate_for_at_most_64_nodes(x, edge_index):
+    # room for 64 nodes, cut to the graph's: right for every graph of the notebook's sizes
+    source, target = edge_index[0], edge_index[1]
+    total = torch.ops.wb_scatter.scatter_sum(x.index_select(0, source), target, 0, 64)[: x.shape[0]]
+    degree = torch.ops.wb_scatter.scatter_sum(torch.ones_like(target, dtype=x.dtype), target, 0, 64)[: x.shape[0]]
+    return total / degree.clamp(min=1).unsqueeze(1)
+
+
 def aggregate_for_seven_nodes(x, edge_index):  # the node count of the notebook's example
     total, degree = sum_and_degree(x, edge_index, 7)
     return total / degree.clamp(min=1).unsqueeze(1)
@@ -231,6 +239,7 @@ WRONG_ANSWERS = [
     WrongAnswer("8.3", "wrong math", "rows up to the largest target", on_83(aggregate_sized_by_edges),
                 ("rows for a graph of", "without in-edges")),
     WrongAnswer("8.3", "hard-coded", "seven nodes", on_83(aggregate_for_seven_nodes), ("out of range",)),
+    WrongAnswer("8.3", "shown sizes only", "room for 64 nodes", on_83(aggregate_for_at_most_64_nodes), ("out of range",)),
     WrongAnswer("8.4", "shown sizes only", "static shapes", on_84(None), ("refused a graph",)),
     WrongAnswer("8.4", "shown sizes only", "only the edges dynamic", on_84({"x": None, "edge_index": EDGES}),
                 ("any number of nodes",)),

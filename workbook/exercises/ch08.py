@@ -228,7 +228,8 @@ def check_segment_sum_autograd(setup_context, backward):
 
 
 def _random_graphs(seed: int):
-    """Graphs drawn now, of a few to a few dozen nodes (the last without in-edges); one non-contiguous x."""
+    """Graphs drawn now: a few dozen nodes, then a few hundred (more than any size a learner might hard-code),
+    then a few dozen again (the last node of each without in-edges); the last x non-contiguous."""
     import torch
 
     from .. import successor
@@ -236,7 +237,7 @@ def _random_graphs(seed: int):
     generator = torch.Generator().manual_seed(seed)
     graphs = []
     for i in range(3):
-        nodes = int(torch.randint(5, 40, (), generator=generator))
+        nodes = int(torch.randint(*((150, 400) if i == 1 else (5, 40)), (), generator=generator))
         edges = int(torch.randint(nodes, 4 * nodes, (), generator=generator))
         features = int(torch.randint(3, 9, (), generator=generator))
         x, edge_index = successor.make_graph(nodes, edges, features, seed=seed * 10 + i)
