@@ -50,6 +50,10 @@ def fake_copies_src_strides(src, index):  # right for a contiguous src only
     return src.new_empty_strided((new_rows(), *src.shape[1:]), src.stride())
 
 
+def fake_made_on_the_cpu(src, index):
+    return torch.empty((torch.library.get_ctx().new_dynamic_size(), *src.shape[1:]), dtype=src.dtype)
+
+
 def fake_hard_codes_float64(src, index):
     return src.new_empty((new_rows(), *src.shape[1:]), dtype=torch.float64)
 
@@ -147,6 +151,14 @@ def aggregate_sized_by_edges(x, edge_index):  # dim_size left out: rows up to th
     return torch.ops.wb_scatter.scatter_mean(x.index_select(0, edge_index[0]), edge_index[1], 0, None)
 
 
+def aggregate_for_at_most_64_nodes(x, edge_index):
+    # room for 64 nodes, cut to the graph's: right for every graph of the notebook's sizes
+    source, target = edge_index[0], edge_index[1]
+    total = torch.ops.wb_scatter.scatter_sum(x.index_select(0, source), target, 0, 64)[: x.shape[0]]
+    degree = torch.ops.wb_scatter.scatter_sum(torch.ones_like(target, dtype=x.dtype), target, 0, 64)[: x.shape[0]]
+    return total / degree.clamp(min=1).unsqueeze(1)
+
+
 def aggregate_for_seven_nodes(x, edge_index):  # the node count of the notebook's example
     total, degree = sum_and_degree(x, edge_index, 7)
     return total / degree.clamp(min=1).unsqueeze(1)
@@ -211,6 +223,8 @@ WRONG_ANSWERS = [
     WrongAnswer("8.1", "wrong math", "at least one row", on_81(fake_at_least_one_row), ("at least 1 rows", "empty")),
     WrongAnswer("8.1", "wrong math", "distinct index values", on_81(fake_counts_distinct_values), ("at most",)),
     WrongAnswer("8.1", "wrong math", "trailing dimensions dropped", on_81(fake_drops_trailing_dims), ("dimensions",)),
+    WrongAnswer("8.1", "shown sizes only", "made on the CPU whatever src's device", on_81(fake_made_on_the_cpu),
+                ("meta device", "src's device")),
     WrongAnswer("8.2", "wrong math", "the mean's gradient", on_82(backward_scaled_by_count), ("wrong at index",)),
     WrongAnswer("8.2", "hard-coded", "the notebook's index", on_82(backward_hard_codes_the_shown_index), ("src",)),
     WrongAnswer("8.2", "wrong math", ".view of the gradient", on_82(backward_views_a_contiguous_grad), ("view",)),
@@ -225,6 +239,7 @@ WRONG_ANSWERS = [
     WrongAnswer("8.3", "wrong math", "rows up to the largest target", on_83(aggregate_sized_by_edges),
                 ("rows for a graph of", "without in-edges")),
     WrongAnswer("8.3", "hard-coded", "seven nodes", on_83(aggregate_for_seven_nodes), ("out of range",)),
+    WrongAnswer("8.3", "shown sizes only", "room for 64 nodes", on_83(aggregate_for_at_most_64_nodes), ("out of range",)),
     WrongAnswer("8.4", "shown sizes only", "static shapes", on_84(None), ("refused a graph",)),
     WrongAnswer("8.4", "shown sizes only", "only the edges dynamic", on_84({"x": None, "edge_index": EDGES}),
                 ("any number of nodes",)),
@@ -234,6 +249,11 @@ WRONG_ANSWERS = [
                 ("any number of edges", "<= 100")),
     WrongAnswer("8.4", "shown sizes only", "at least four nodes", on_84({"x": {0: Dim("n", min=4)}, "edge_index": EDGES}),
                 ("any number of nodes",)),
+    WrongAnswer("8.4", "shown sizes only", "Dim max far above the sizes tried",
+                on_84({"x": {0: Dim("n", max=1000)}, "edge_index": {1: Dim("e", max=10000)}}),
+                ("at most 1000 nodes", "no max")),
+    WrongAnswer("8.4", "shown sizes only", "at least three nodes", on_84({"x": {0: Dim("n", min=3)}, "edge_index": EDGES}),
+                ("at least 3 nodes", "no min")),
     WrongAnswer("8.4", "concept skipped", "another module exported", lambda: ch08.check_export(export_something_else),
                 ("calls no wb_scatter op",)),
 ]

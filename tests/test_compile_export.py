@@ -233,6 +233,8 @@ def bad_inputs():
         "dtype": ([x.double(), edge_index], ["input 0", "'x'", "float64", "float32"]),
         "rank": ([x[:, 0].contiguous(), edge_index], ["input 0", "'x'", "1-D", "2-D"]),
         "size": ([x[:, :8].contiguous(), edge_index], ["'x'", "size 8 at dimension 1", "exactly 16"]),
+        # read unchecked, a transposed x gives wrong numbers and no error (the package assumes row-major)
+        "layout": ([x.t().contiguous().t(), edge_index], ["input 0", "'x'", "not contiguous", "strides"]),
         "index": ([x, outside], ["edge_index holds a node number outside"]),
     }
 
@@ -244,6 +246,8 @@ def test_a_package_fed_the_wrong_dtype_runs_and_computes_garbage(neighbour_packa
     assert torch.equal(unchecked(x, edge_index), expected)
     wrong = unchecked(x.double(), edge_index)  # no error: float64 bytes read as float32
     assert wrong.dtype == torch.float32 and not torch.allclose(wrong, expected)
+    transposed = unchecked(x.t().contiguous().t(), edge_index)  # no error: column-major read as row-major
+    assert not torch.allclose(transposed, expected)
 
 
 def test_aoti_runtime_check_inputs_catches_the_wrong_dtype(neighbour_package, monkeypatch):
@@ -254,7 +258,7 @@ def test_aoti_runtime_check_inputs_catches_the_wrong_dtype(neighbour_package, mo
         checked(x.double(), edge_index)
 
 
-@pytest.mark.parametrize("case", ["dtype", "rank", "size", "index"])
+@pytest.mark.parametrize("case", ["dtype", "rank", "size", "layout", "index"])
 def test_the_package_refuses_bad_inputs_in_python(neighbour_package, case):
     inputs, words = bad_inputs()[case]
     loaded = successor.load_package(neighbour_package)
@@ -263,7 +267,7 @@ def test_the_package_refuses_bad_inputs_in_python(neighbour_package, case):
     assert all(word in str(refused.value) for word in words), str(refused.value)
 
 
-@pytest.mark.parametrize("case", ["dtype", "rank", "size", "index"])
+@pytest.mark.parametrize("case", ["dtype", "rank", "size", "layout", "index"])
 def test_the_cpp_program_refuses_bad_inputs(neighbour_package, case):
     inputs, words = bad_inputs()[case]
     library = build.build_directory(scatter.NAME) / f"{scatter.NAME}.so"  # scatter.load() built it

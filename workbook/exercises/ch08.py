@@ -165,6 +165,16 @@ def check_dynamic_fake(fake):
                 "that one is a new dynamic size (a symbol where the compiler could have had a number "
                 "hides the size from every later shape check)"
             )
+    # The same call on another device (meta: no data, no GPU needed): the output lives where src does.
+    src_meta, index_meta = src.to("meta"), index.to("meta")
+    with FakeTensorMode(shape_env=ShapeEnv()) as mode:
+        on_meta = op(mode.from_tensor(src_meta, static_shapes=True), mode.from_tensor(index_meta, static_shapes=True))
+    if isinstance(on_meta, torch.Tensor) and on_meta.device != torch.device("meta"):
+        raise Mistake(
+            f"for src on the meta device the fake kernel returned a tensor on {on_meta.device}: the output "
+            "lives on src's device (a CUDA src gives a CUDA output), so make it with src.new_empty(...) or "
+            "pass device=src.device"
+        )
     failure = _opcheck_failures(op, samples, ("test_faketensor",)) or _opcheck_failures(
         op, samples[2:], ("test_aot_dispatch_dynamic",)
     )
@@ -218,7 +228,8 @@ def check_segment_sum_autograd(setup_context, backward):
 
 
 def _random_graphs(seed: int):
-    """Graphs drawn now, of a few to a few dozen nodes (the last without in-edges); one non-contiguous x."""
+    """Graphs drawn now: a few dozen nodes, then a few hundred (more than any size a learner might hard-code),
+    then a few dozen again (the last node of each without in-edges); the last x non-contiguous."""
     import torch
 
     from .. import successor
@@ -226,7 +237,7 @@ def _random_graphs(seed: int):
     generator = torch.Generator().manual_seed(seed)
     graphs = []
     for i in range(3):
-        nodes = int(torch.randint(5, 40, (), generator=generator))
+        nodes = int(torch.randint(*((150, 400) if i == 1 else (5, 40)), (), generator=generator))
         edges = int(torch.randint(nodes, 4 * nodes, (), generator=generator))
         features = int(torch.randint(3, 9, (), generator=generator))
         x, edge_index = successor.make_graph(nodes, edges, features, seed=seed * 10 + i)
@@ -337,3 +348,31 @@ def check_export(export_layer):
                 "the example graph suggests"
             ) from None
         expect_close(got, expected, f"the exported program's output for {nodes} nodes and {edges} edges")
+    _check_export_ranges(exported)
+
+
+def _check_export_ranges(exported):
+    """The range the program accepts for the node and the edge count: no upper bound, and down to 2 at
+    least (no graph size can be run to infinity, so the ranges recorded in the program are read instead)."""
+    import torch
+    from torch.utils._sympy.numbers import int_oo
+
+    placeholders = {node.name: node for node in exported.graph.nodes if node.op == "placeholder"}
+    user_inputs = exported.graph_signature.user_inputs
+    for name, dim, what in [(user_inputs[0], 0, "nodes"), (user_inputs[1], 1, "edges")]:
+        size = placeholders[name].meta["val"].shape[dim]
+        if not isinstance(size, torch.SymInt):
+            raise Mistake(f"the exported program fixed the number of {what} at {size}: it must take any number of {what}")
+        ranges = exported.range_constraints.get(size.node.expr)
+        if ranges is None:
+            continue
+        if ranges.upper != int_oo:
+            raise Mistake(
+                f"the exported program takes at most {ranges.upper} {what}: it must take any number of {what}, so "
+                "give that Dim no max (any bound is one only the example graph suggests)"
+            )
+        if ranges.lower > 2:  # Dim.AUTO's programs start at 2: torch specialises sizes 0 and 1 by default
+            raise Mistake(
+                f"the exported program takes at least {ranges.lower} {what}, but it must take any number of {what}, "
+                "small graphs too: give that Dim no min"
+            )
