@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import math
 import re
 import sys
@@ -247,12 +248,17 @@ def _result_and_python_steps(function, *args, limit: float = math.inf):
             raise _TooManySteps
         return count
 
+    # A garbage collection during the call would run other objects' Python finalizers, and count their lines.
+    collecting = gc.isenabled()
+    gc.disable()
     previous = sys.gettrace()
     sys.settrace(count)
     try:
         result = function(*args)
     finally:
         sys.settrace(previous)
+        if collecting:
+            gc.enable()
     return result, steps
 
 
