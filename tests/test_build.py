@@ -54,7 +54,7 @@ def test_failed_build_shows_the_first_compiler_error_with_a_relative_path():
     with pytest.raises(build.BuildError) as caught:
         build.load("wb_test_two_errors", [source], is_python_module=False)
     message = str(caught.value)
-    assert "build/src/tests/two_errors.cpp:1:" in message
+    assert f"{relative_to_repo(source)}:1:" in message  # build/src/... (or the WORKBOOK_BUILD_DIR of another torch)
     assert "'missing_one' was not declared" in message
     assert "missing_two" not in message
     assert str(build.REPO_ROOT) not in message
