@@ -130,7 +130,9 @@ def check_scatter_mean_backward(scatter_mean):
         except RuntimeError as error:
             raise_if_not_attempted(error)
             raise Mistake(f"your op raised {where}: {str(error).strip().splitlines()[0]}") from None
-        borrowed = sorted(n for n in called if n.split("::")[0] in _NOT_THE_LEARNERS - {"aten"} or "scatter_reduce" in n)
+        borrowed = sorted(
+            n for n in called if n.split("::")[0] in _NOT_THE_LEARNERS - {"aten"} or "scatter_reduce" in n
+        )
         if borrowed:
             raise Mistake(
                 f"your backward calls {', '.join(borrowed)}: the gradient would come from that op's own backward; "

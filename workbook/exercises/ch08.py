@@ -362,7 +362,9 @@ def _check_export_ranges(exported):
     for name, dim, what in [(user_inputs[0], 0, "nodes"), (user_inputs[1], 1, "edges")]:
         size = placeholders[name].meta["val"].shape[dim]
         if not isinstance(size, torch.SymInt):
-            raise Mistake(f"the exported program fixed the number of {what} at {size}: it must take any number of {what}")
+            raise Mistake(
+                f"the exported program fixed the number of {what} at {size}: it must take any number of {what}"
+            )
         ranges = exported.range_constraints.get(size.node.expr)
         if ranges is None:
             continue
