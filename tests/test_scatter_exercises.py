@@ -8,9 +8,7 @@ workbook.scatter.load_inline_ops, reusing the notebook's build). The C++ wrong a
 ops of one library (WRONG_CPP), built once.
 """
 
-import contextlib
 import functools
-import os
 
 import nbformat
 import pytest
@@ -18,7 +16,7 @@ import torch
 import wrong_answers
 from wrong_answers import WrongAnswer
 
-from workbook import generate, lltm, scatter
+from workbook import build, generate, lltm, scatter
 from workbook.exercises import ch03, ch04
 
 
@@ -472,27 +470,13 @@ class _LibraryItself:
         return scatter.scatter_max(src, index, dim, None, dim_size)
 
 
-@contextlib.contextmanager
-def _environment(**values):
-    saved = {key: os.environ.get(key) for key in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-
-
 def _gxx(mistake, with_library_path=False):
     def run():
         import torch.utils.cpp_extension as cpp_extension
 
         solution = run_solution_cell("04_building_and_packaging", "ex4_1")["gxx_command"]
         environment = {"LD_LIBRARY_PATH": cpp_extension.library_paths()[0]} if with_library_path else {}
-        with _environment(**environment):
+        with build._environment(**environment):
             return ch04.check_gxx_command(lambda source, output: mistake(solution(source, output), source, output))
 
     return run
