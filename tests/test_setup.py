@@ -11,8 +11,14 @@ from workbook import REPO_ROOT
 MISSING = "libworkbook-test-dev:/nonexistent/workbook-test.h"
 
 
+# What a make passes down to the makes it starts: the command-line variables of the make running this suite
+# (`make test-torch VERSION=2.14.1` would otherwise start the whole suite again inside `make test-torch`).
+MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+
+
 def make(*arguments, path=None):
-    env = dict(os.environ, PATH=path or os.environ["PATH"])
+    env = {key: value for key, value in os.environ.items() if key not in MAKE_STATE}
+    env["PATH"] = path or os.environ["PATH"]
     return subprocess.run(
         ["make", "--no-print-directory", "-s", *arguments],
         cwd=REPO_ROOT,
