@@ -11,9 +11,9 @@ from workbook import REPO_ROOT
 MISSING = "libworkbook-test-dev:/nonexistent/workbook-test.h"
 
 
-# What a make passes down to the makes it starts: the command-line variables of the make running this suite
-# (`make test-torch VERSION=2.14.1` would otherwise start the whole suite again inside `make test-torch`).
-MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES")
+# What the make running this suite passes down: its command-line variables, in MAKEFLAGS and in the environment
+# (under `make test-torch VERSION=2.14.1`, a `make test-torch` here would start the whole suite again).
+MAKE_STATE = ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKEOVERRIDES", "VERSION", "PYTEST_ARGS")
 
 
 def make(*arguments, path=None):
