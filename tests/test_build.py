@@ -1,6 +1,7 @@
 """The build helper every chapter uses: quiet builds under build/, first errors, stale locks."""
 
 import os
+import threading
 import time
 
 import pytest
@@ -65,9 +66,10 @@ def test_failed_build_shows_the_first_compiler_error_with_a_relative_path():
 def test_a_lock_file_nobody_holds_never_makes_a_build_wait(capsys):
     lock = build.build_directory("wb_setup_check") / "lock"
     lock.parent.mkdir(parents=True, exist_ok=True)
-    lock.touch()
     started = time.monotonic()
-    build.load("wb_setup_check", [ADD_ONE], is_python_module=False)
+    with build.exclusive("wb_setup_check"):  # as chapter 00 does: no other process builds it meanwhile
+        lock.touch()
+        build.load("wb_setup_check", [ADD_ONE], is_python_module=False)
     assert time.monotonic() - started < 60
     said = capsys.readouterr().out
     if build.torch_lock_file_stays():  # torch >= 2.14: the file is not the lock, a flock on it is
@@ -85,6 +87,24 @@ def test_a_lock_held_by_a_process_is_held_and_a_released_one_is_not(tmp_path):
         assert build.lock_is_held(lock)
     assert not build.lock_is_held(lock)
     assert not build.lock_is_held(tmp_path / "missing")
+
+
+def test_a_block_inside_one_that_holds_the_same_lock_goes_on_and_leaves_it_held(tmp_path):
+    lock = tmp_path / "lock"
+    inner_held, outer_held_after = [], []
+
+    def nested():
+        with build.exclusive(lock):
+            with build.exclusive(lock):  # a second flock of its own would wait for the first forever
+                inner_held.append(build.lock_is_held(lock))
+            outer_held_after.append(build.lock_is_held(lock))
+
+    worker = threading.Thread(target=nested, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the inner block waited for the lock its own thread holds"
+    assert inner_held == [True] and outer_held_after == [True]
+    assert not build.lock_is_held(lock)
 
 
 def test_compiler_paths_relative_to_the_build_folder_are_made_relative_to_the_repository():

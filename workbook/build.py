@@ -31,6 +31,7 @@ import re
 import shutil
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 from . import BUILD_DIR, REPO_ROOT, build_progress, relative_to_repo
@@ -39,6 +40,7 @@ EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 SOURCES_DIR = BUILD_DIR / "src"
 _LOCKS_DIR = BUILD_DIR / "locks"
+_held_here = threading.local()  # .paths: the `exclusive` lock files this thread holds
 
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
 # A CUDA torch that sees no GPU logs "No CUDA runtime is found, using CUDA_HOME=..." (with a time and a
@@ -177,15 +179,25 @@ def exclusive(lock_file):
     """Hold an OS-level lock on `lock_file` (a name under build/locks/, or a path) while the block runs.
 
     Other processes of the workbook (a notebook kernel and a test run, say) wait for it; the OS
-    releases it when its holder dies, so a killed build never leaves it behind.
+    releases it when its holder dies, so a killed build never leaves it behind. A block inside
+    another that holds the same lock in this thread goes straight on (a cell that holds the lock
+    around `load`, which takes it too).
     """
     lock_file = Path(lock_file)
     if not lock_file.is_absolute():
         lock_file = _LOCKS_DIR / f"{lock_file}.flock"
+    held = _held_here.__dict__.setdefault("paths", set())
+    if lock_file in held:
+        yield
+        return
     lock_file.parent.mkdir(parents=True, exist_ok=True)
     with open(lock_file, "w") as guard:
         fcntl.flock(guard, fcntl.LOCK_EX)
-        yield
+        held.add(lock_file)
+        try:
+            yield
+        finally:
+            held.discard(lock_file)
 
 
 def _from_repo(path) -> Path:
