@@ -338,6 +338,13 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "9.1",
         "wrong math",
+        "keeps the round with the lowest mean",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: min(measurements, key=lambda m: m.mean))),
+        ("the lowest median over the rounds", "you kept the one with the lowest mean"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
         "merges every round into one Measurement",
         lambda: ch09.check_speedup(speedup_keeping(lambda measurements: benchmark.Measurement.merge(measurements)[0])),
         ("not one a Timer returned", "merged"),
