@@ -25,7 +25,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import gc
 import os
+import sys
 from dataclasses import dataclass
 
 NOT_ATTEMPTED = "not attempted yet"
@@ -135,6 +137,22 @@ def _tolerances():
         torch.float32: (1.3e-6, 1e-5),
         torch.float64: (1e-7, 1e-7),
     }
+
+
+@contextlib.contextmanager
+def watched(install, hook):
+    """Run the block with `hook` installed by `install` (`sys.settrace` or `sys.setprofile`), with garbage
+    collection paused: a collection in between would run unrelated objects' Python finalizers under the hook."""
+    current = {sys.settrace: sys.gettrace, sys.setprofile: sys.getprofile}[install]
+    previous, collecting = current(), gc.isenabled()
+    gc.disable()
+    install(hook)
+    try:
+        yield
+    finally:
+        install(previous)
+        if collecting:
+            gc.enable()
 
 
 def expect_close(actual, expected, what: str, *, rtol=None, atol=None) -> None:

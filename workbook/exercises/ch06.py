@@ -15,7 +15,7 @@ Every input is drawn from a seeded generator inside the check: nothing here is d
 
 from __future__ import annotations
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted, watched
 
 
 def _blur_reference(image, ksize: int, sigma: float):
@@ -111,7 +111,6 @@ def _calling(call, *arguments):
     written in Python, or a function that scripted code calls back into (@torch.jit.ignore). What such a
     function calls in turn, imports, installed packages (helpers torch may call) and the workbook's own Python
     parts of workbook_cv do not count."""
-    import gc
     import os
     import sys
     import sysconfig
@@ -135,15 +134,8 @@ def _calling(call, *arguments):
         if caller is this_frame or caller.f_code.co_filename.startswith(torch_dir):
             entered.append(frame.f_code.co_name)
 
-    previous, collecting = sys.getprofile(), gc.isenabled()
-    gc.disable()  # no finalizer of an unrelated object runs in between
-    sys.setprofile(profile)
-    try:
+    with watched(sys.setprofile, profile):
         result = call(*arguments)
-    finally:
-        sys.setprofile(previous)
-        if collecting:
-            gc.enable()
     return result, entered[0] if entered else None
 
 

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import re
 import sys
 import time
 
-from ..checking import Mistake, exercise, expect_close
+from ..checking import Mistake, exercise, expect_close, watched
 
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
@@ -260,17 +259,8 @@ def _result_and_python_steps(function, *args, limit: float = math.inf):
             raise _TooManySteps
         return count
 
-    # A garbage collection during the call would run other objects' Python finalizers, and count their lines.
-    collecting = gc.isenabled()
-    gc.disable()
-    previous = sys.gettrace()
-    sys.settrace(count)
-    try:
+    with watched(sys.settrace, count):
         result = function(*args)
-    finally:
-        sys.settrace(previous)
-        if collecting:
-            gc.enable()
     return result, steps
 
 
