@@ -65,7 +65,7 @@ def repo_copy(tmp_path):
     shutil.copy2(generate.SOLUTIONS / "00_setup_check.ipynb", copy / "solutions")
     (copy / "csrc" / "setup_check").mkdir(parents=True)
     shutil.copy2(REPO_ROOT / "csrc/setup_check/add_one.cpp", copy / "csrc/setup_check")
-    (copy / ".venv").symlink_to(REPO_ROOT / ".venv")
+    (copy / ".venv").symlink_to(sys.prefix)  # this run's venv (.venv-torch-<version>/ under make test-torch)
     return copy
 
 
