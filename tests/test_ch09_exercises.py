@@ -251,7 +251,7 @@ def _group_means_loop(values: torch.Tensor, groups: torch.Tensor, num_groups: in
 @functools.cache
 def _scripted_loop():
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", DeprecationWarning)  # torch.jit.script is deprecated; it still works
+        warnings.filterwarnings("ignore", message="`torch.jit.script` is deprecated")  # it still works
         return torch.jit.script(_group_means_loop)
 
 

@@ -8,7 +8,7 @@ import torch
 
 from workbook import torchscript
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
 
 
 @pytest.fixture(scope="module", autouse=True)

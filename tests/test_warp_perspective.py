@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from workbook import torchscript
 
 # TorchScript warns that it is deprecated on every script/trace/save/load; chapter 06 shows that warning.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit:DeprecationWarning")
+pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
 
 
 @pytest.fixture(scope="module", autouse=True)
