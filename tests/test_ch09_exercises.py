@@ -36,7 +36,7 @@ def busy_machine():
 
 
 def measure(statement, env, threads):
-    return benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange(min_run_time=0.02)
+    return benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange(min_run_time=0.05)
 
 
 def speedup_keeping(choose):
@@ -61,7 +61,7 @@ def speedup_three_rounds_always(ours, baseline, env, threads, rounds):  # `round
 
 
 def speedup_default_threads(ours, baseline, env, threads, rounds):  # Timer's default: one thread
-    best = {s: benchmark.Timer(s, globals=env).blocked_autorange(min_run_time=0.02) for s in (ours, baseline)}
+    best = {s: benchmark.Timer(s, globals=env).blocked_autorange(min_run_time=0.05) for s in (ours, baseline)}
     return best[baseline].median / best[ours].median, best[ours], best[baseline]
 
 
@@ -108,13 +108,13 @@ def speedup_from_the_checks_seconds(ours, baseline, env, threads, rounds):  # ta
         spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
         return benchmark.Measurement(number_per_run=1, raw_times=[seconds], task_spec=spec)
 
-    fastest = {name: min(seconds) for name, seconds in ch09._ROUND_SECONDS.items()}
+    fastest = {name: min(seconds for seconds, _ in ch09._LAYOUTS[0][name]) for name in ("ours", "baseline")}
     return fastest["baseline"] / fastest["ours"], made_up(ours, fastest["ours"]), made_up(baseline, fastest["baseline"])
 
 
 def speedup_relabelled(ours, baseline, env, threads, rounds):  # one thread, then the task relabelled as asked
     def relabelled(statement):
-        measurement = benchmark.Timer(statement, globals=env).blocked_autorange(min_run_time=0.02)
+        measurement = benchmark.Timer(statement, globals=env).blocked_autorange(min_run_time=0.05)
         measurement.task_spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
         return measurement
 
@@ -135,6 +135,25 @@ def speedup_single_calls(ours, baseline, env, threads, rounds):  # one call per 
             if statement not in best or measurement.median < best[statement].median:
                 best[statement] = measurement
     return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_one_block_each(ours, baseline, env, threads, rounds):  # Timer.timeit(100): one block per round
+    best = {}
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            measurement = benchmark.Timer(statement, globals=env, num_threads=threads).timeit(100)
+            if statement not in best or measurement.median < best[statement].median:
+                best[statement] = measurement
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_with_its_own_globals(ours, baseline, env, threads, rounds):  # times stand-ins, not the check's steps
+    stand_ins = {"ours_step": lambda: None, "baseline_step": lambda: None}
+    kept = {}
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            kept[statement] = measure(statement, stand_ins, threads)
+    return kept[baseline].median / kept[ours].median, kept[ours], kept[baseline]
 
 
 def test_speedup_passes_on_the_solution():
@@ -424,7 +443,37 @@ WRONG_ANSWERS = [
         "concept skipped",
         "one call per round (Timer.timeit(1))",
         lambda: ch09.check_speedup(speedup_single_calls),
-        ("times a single call",),
+        ("holds 1 timed block(s) of calls", "several blocks"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "one block per round (Timer.timeit(100)), whose median is its only time",
+        lambda: ch09.check_speedup(speedup_one_block_each),
+        ("holds 1 timed block(s) of calls", "several blocks"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the round with the fastest single block",
+        lambda: ch09.check_speedup(
+            speedup_keeping(lambda measurements: min(measurements, key=lambda m: min(m.raw_times)))
+        ),
+        ("the lowest median over the rounds", "the fastest single block"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "hard-coded",
+        "keeps the third round, the fastest in the first layout",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: measurements[2])),
+        ("with rounds=5", "the lowest median over the rounds"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "times the statements with globals of its own instead of env",
+        lambda: ch09.check_speedup(speedup_with_its_own_globals),
+        ("without calling the check's function ours_step", "globals=env"),
     ),
     WrongAnswer(
         "9.2",

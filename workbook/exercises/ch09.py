@@ -12,30 +12,51 @@ from ..checking import Mistake, exercise, expect_close, watched
 
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
-# How long a call of each statement takes in each round, in seconds, on the check's own clock, and how
-# much longer every fifth call of that round takes: the machine, busy elsewhere for a moment. Keeping the
-# round with the lowest median gives round 3 for both, neither the first nor the last; the spikes pull
-# round 3's mean above round 2's, so keeping the lowest mean gives round 2, and the check tells them apart.
-_ROUND_SECONDS = {"ours": (0.005, 0.004, 0.002, 0.006), "baseline": (0.009, 0.006, 0.004, 0.011)}
-_SPIKE_SECONDS = {"ours": (0.0, 0.0, 0.015, 0.0), "baseline": (0.0, 0.0, 0.03, 0.0)}
-_SPIKE_EVERY = 5
+# The check runs `speedup` on two layouts of rounds, so that no round number can be hard-coded. Per
+# statement, each round is (seconds per call, what disturbs some of its blocks, a block being the `number`
+# calls Timer times as one):
+# * "slow": an interruption: the 4th block of the round (the 2nd or 3rd one a Timer keeps, after its block-size
+#   estimate) and every 5th after it take SLOW_EXTRA more per call. The round's median stays its typical call;
+#   its mean rises above another round's.
+# * "lucky": the 4th block and every 3rd after it run at LUCKY_SECONDS per call. The round's median stays; its
+#   fastest block is the fastest of all.
+# Keeping the lowest median picks the round with the fastest typical call; the lowest mean or the lowest single
+# block picks another one, and so does any fixed round number in one of the two layouts.
+_LAYOUTS = (
+    {
+        "ours": ((0.005, None), (0.004, "lucky"), (0.002, "slow"), (0.006, None)),
+        "baseline": ((0.009, None), (0.006, "lucky"), (0.004, "slow"), (0.011, None)),
+    },
+    {
+        "ours": ((0.006, None), (0.002, "slow"), (0.005, None), (0.004, "lucky"), (0.007, None)),
+        "baseline": ((0.010, None), (0.008, "lucky"), (0.012, None), (0.005, "slow"), (0.009, None)),
+    },
+)
+_FIRST_DISTURBED_BLOCK, _DISTURBANCE_EVERY = 4, {"slow": 5, "lucky": 3}
+SLOW_EXTRA, LUCKY_SECONDS = 0.008, 0.0005
 _STATEMENTS = {"ours": "ours_step()", "baseline": "baseline_step()"}
 
 
 class _Steps:
-    """The two statements the check times. A call belongs to a round: the calls of one statement in a
-    row, up to the first call of the other. A call takes no real time: it advances the check's clock by
-    its round's time from _ROUND_SECONDS (every fifth call of a round by its spike more), and a Timer of these statements reads that clock (see
-    `timers_on_this_clock`), so that what each round measures is known exactly, however busy the
-    machine is. Each call is logged with its round, so the check can see the order the statements ran in."""
+    """The two statements the check times, under one layout of rounds. A call belongs to a round: the calls
+    of one statement in a row, up to the first call of the other. A call takes no real time: it advances the
+    check's clock by its round's time per call, and a Timer of these statements reads that clock (see
+    `timers_on_this_clock`), which also applies the round's disturbance to some of its blocks. So what each
+    round measures is known exactly, however busy the machine is. Each call is logged with its round, so the
+    check can see the order the statements ran in."""
 
-    def __init__(self):
+    def __init__(self, layout):
+        self.layout = layout
         self.clock = 0.0
         self.log = []  # (statement, round) per call
         self.rounds = {"ours": -1, "baseline": -1}
-        self.calls_this_round = 0
+        self.blocks = {}  # (statement, round) -> blocks a Timer timed in it
         self.measured = []  # (Measurement, its task) for every Measurement a Timer returned
         self.used_side_by_side = False
+
+    @property
+    def rounds_asked(self) -> int:
+        return len(self.layout["ours"])
 
     def ours_step(self):
         self._call("ours")
@@ -46,13 +67,25 @@ class _Steps:
     def _call(self, name):
         if not self.log or self.log[-1][0] != name:
             self.rounds[name] += 1
-            self.calls_this_round = 0
-        self.calls_this_round += 1
-        round_number = min(self.rounds[name], len(_ROUND_SECONDS[name]) - 1)
-        self.clock += _ROUND_SECONDS[name][round_number]
-        if self.calls_this_round % _SPIKE_EVERY == 0:
-            self.clock += _SPIKE_SECONDS[name][round_number]
+        self.clock += self._round(name)[0]
         self.log.append((name, self.rounds[name]))
+
+    def _round(self, name):
+        rounds = self.layout[name]
+        return rounds[min(self.rounds[name], len(rounds) - 1)]
+
+    def _block_seconds(self, name, number: int, seconds: float) -> float:
+        """What a block of `number` calls of `name` that took `seconds` on the clock measures, with its
+        round's disturbance; the clock moves on by the difference."""
+        per_call, disturbance = self._round(name)
+        key = (name, self.rounds[name])
+        self.blocks[key] = self.blocks.get(key, 0) + 1
+        position = self.blocks[key] - _FIRST_DISTURBED_BLOCK
+        if disturbance is None or position < 0 or position % _DISTURBANCE_EVERY[disturbance]:
+            return seconds
+        disturbed = seconds + number * SLOW_EXTRA if disturbance == "slow" else number * LUCKY_SECONDS
+        self.clock += disturbed - seconds
+        return disturbed
 
     def stretches(self) -> list[str]:
         """The statements in the order they ran, each stretch of calls to the same one folded into one."""
@@ -69,14 +102,24 @@ class _Steps:
 
         real_timeit = Timer._timeit
         real_methods = {name: getattr(Timer, name) for name in ("timeit", "blocked_autorange", "adaptive_autorange")}
+        names = {statement: name for name, statement in _STATEMENTS.items()}
 
         def timeit(timer, number):
-            if timer._task_spec.stmt not in _STATEMENTS.values():
+            statement = timer._task_spec.stmt
+            if statement not in names:
                 return real_timeit(timer, number)
             self.used_side_by_side = self.used_side_by_side or _called_from_side_by_side()
-            start = self.clock
+            start, calls_before = self.clock, len(self.log)
             real_timeit(timer, number)  # runs the statement `number` times
-            return max(self.clock - start, 1e-9)  # Timer's own floor for a block's time
+            if number == 0:
+                return 1e-9  # Timer's floor for a block's time: it estimates its own overhead this way
+            if len(self.log) == calls_before:
+                raise Mistake(
+                    f"a Timer of {statement!r} ran it {number} time(s) without calling the check's "
+                    f"function {statement[:-2]}: give Timer globals=env, the "
+                    f"dictionary the check passed to speedup"
+                )
+            return self._block_seconds(names[statement], number, self.clock - start)
 
         def recording(method):
             def measure(timer, *args, **kwargs):
@@ -115,10 +158,16 @@ def _called_from_side_by_side() -> bool:
 def check_speedup(speedup):
     """`speedup(ours, baseline, env, threads, rounds)` times both statements with torch.utils.benchmark,
     in turn over `rounds` rounds, with `threads` threads, keeps each statement's Measurement with the lowest
-    median and returns (baseline median / ours median, ours' Measurement, baseline's Measurement)."""
+    median and returns (baseline median / ours median, ours' Measurement, baseline's Measurement). Run once
+    per layout of rounds."""
+    for layout in _LAYOUTS:
+        _check_speedup_on(speedup, _Steps(layout))
+
+
+def _check_speedup_on(speedup, steps: _Steps) -> None:
     from torch.utils.benchmark import Measurement
 
-    steps, threads, rounds = _Steps(), 3, len(_ROUND_SECONDS["ours"])
+    threads, rounds = 3, steps.rounds_asked
     with steps.timers_on_this_clock():
         result = speedup(
             _STATEMENTS["ours"],
@@ -171,10 +220,11 @@ def check_speedup(speedup):
                 f"the {name} measurement is not one a Timer returned while the check ran (built by hand, copied, "
                 f"merged or relabelled): return the Measurement that Timer(...).blocked_autorange() gave you"
             )
-        if len(measurement.raw_times) * measurement.number_per_run < 2:
+        if len(measurement.raw_times) < 3:
             raise Mistake(
-                f"the {name} measurement times a single call, and one call tells you little: let Timer repeat "
-                f"the statement (blocked_autorange runs it in blocks until min_run_time has passed)"
+                f"the {name} measurement holds {len(measurement.raw_times)} timed block(s) of calls, and the "
+                f"median of fewer than three is no more than their average: let Timer time several blocks "
+                f"(blocked_autorange or adaptive_autorange, with a min_run_time long enough)"
             )
     if min(stretches.count("ours"), stretches.count("baseline")) < rounds:
         raise Mistake(
@@ -187,17 +237,24 @@ def check_speedup(speedup):
         lowest_median = min(made, key=lambda kept: kept.median)
         if math.isclose(measurement.median, lowest_median.median, rel_tol=1e-9):
             continue
-        lowest_mean = min(made, key=lambda kept: kept.mean)
+        kept_for = [
+            what
+            for what, key in (
+                ("the lowest mean", lambda kept: kept.mean),
+                ("the fastest single block", lambda kept: min(kept.raw_times) / kept.number_per_run),
+            )
+            if measurement is min(made, key=key)
+        ]
         why = (
-            "; you kept the one with the lowest mean: a few slow calls (the machine busy for a moment) pull a "
-            "round's mean up, its median stays with the typical call"
-            if measurement is lowest_mean
+            f"; you kept the one with {' and '.join(kept_for)}: a few slow blocks (the machine busy for a moment) "
+            f"pull a round's mean up, one lucky block says little, and the median stays with the typical call"
+            if kept_for
             else ""
         )
         raise Mistake(
-            f"the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} ms, but one of its "
-            f"rounds measured {lowest_median.median * 1e3:.2f} ms: keep, for each statement, the Measurement with "
-            f"the lowest median over the rounds, the one the machine disturbed least{why}"
+            f"with rounds={rounds}, the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} "
+            f"ms, but one of its rounds measured {lowest_median.median * 1e3:.2f} ms: keep, for each statement, the "
+            f"Measurement with the lowest median over the rounds, the one the machine disturbed least{why}"
         )
 
 
