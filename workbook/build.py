@@ -40,7 +40,7 @@ EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 SOURCES_DIR = BUILD_DIR / "src"
 _LOCKS_DIR = BUILD_DIR / "locks"
-_held_here = threading.local()  # .paths: the `exclusive` lock files this thread holds
+_held_here = threading.local()  # .locks: {lock file: [its open file, blocks using it]} of this thread
 
 os.environ.setdefault("TORCH_EXTENSIONS_DIR", str(EXTENSIONS_DIR))
 # A CUDA torch that sees no GPU logs "No CUDA runtime is found, using CUDA_HOME=..." (with a time and a
@@ -92,9 +92,9 @@ def clear_stale_lock(name: str) -> Path | None:
     torch marks a JIT build in progress with `<build folder>/lock`. Up to torch 2.13 (`FileBaton`) the
     file's existence is the lock: the builder deletes it in a `finally` (so an exception or Ctrl-C
     leaves nothing), but a builder that is killed (SIGKILL, an out-of-memory kill, a crashed kernel)
-    leaves it, and every later build waits for it forever. From torch 2.14 on (`FileLock`) the file
-    always stays, and only an OS-level `flock` on it, which dies with its holder, means a build is
-    running: such a file is never stale.
+    leaves it, and every later load of it (built or not) waits for it forever. From torch 2.14 on
+    (`FileLock`) the file always stays, and only an OS-level `flock` on it, which dies with its holder,
+    means a build is running: such a file is never stale.
 
     Only call this while holding the workbook's lock for `name` (`exclusive(name)`): then no workbook
     process is building it, and a lock file nobody holds is a leftover.
@@ -179,25 +179,33 @@ def exclusive(lock_file):
     """Hold an OS-level lock on `lock_file` (a name under build/locks/, or a path) while the block runs.
 
     Other processes of the workbook (a notebook kernel and a test run, say) wait for it; the OS
-    releases it when its holder dies, so a killed build never leaves it behind. A block inside
-    another that holds the same lock in this thread goes straight on (a cell that holds the lock
-    around `load`, which takes it too).
+    releases it when its holder dies, so a killed build never leaves it behind. In a thread that holds
+    it already (a cell that holds the lock around `load`, which takes it too), the block goes straight
+    on; the lock is released when the last block of this thread that uses it ends, in whatever order.
     """
     lock_file = Path(lock_file)
     if not lock_file.is_absolute():
         lock_file = _LOCKS_DIR / f"{lock_file}.flock"
-    held = _held_here.__dict__.setdefault("paths", set())
-    if lock_file in held:
-        yield
-        return
     lock_file.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock_file, "w") as guard:
-        fcntl.flock(guard, fcntl.LOCK_EX)
-        held.add(lock_file)
+    lock_file = lock_file.resolve()
+    held = _held_here.__dict__.setdefault("locks", {})
+    if lock_file not in held:
+        guard = open(lock_file, "w")
         try:
-            yield
-        finally:
-            held.discard(lock_file)
+            fcntl.flock(guard, fcntl.LOCK_EX)
+        except BaseException:
+            guard.close()
+            raise
+        held[lock_file] = [guard, 0]
+    entry = held[lock_file]
+    entry[1] += 1
+    try:
+        yield
+    finally:
+        entry[1] -= 1
+        if entry[1] == 0:
+            del held[lock_file]
+            entry[0].close()  # closing the file releases the lock
 
 
 def _from_repo(path) -> Path:

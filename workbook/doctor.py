@@ -334,7 +334,7 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     a folder of build folders, whose workbook locks are in `<its parent>/locks`).
 
     Up to torch 2.13 a JIT build's `lock` file is the lock, and a build that was killed leaves it behind
-    (an exception or Ctrl-C does not: torch deletes it in a `finally`); every later build then waits
+    (an exception or Ctrl-C does not: torch deletes it in a `finally`); every later load then waits
     for it forever. From torch 2.14 the file always stays and is only held (an OS-level lock that dies
     with its holder) while a build runs: nothing can be stale then.
     """
