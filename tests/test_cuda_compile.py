@@ -179,7 +179,8 @@ def test_exercise_stub_is_not_attempted_before_anything_is_compiled(monkeypatch)
     exec(generate.stub_source(cell_source), namespace)
     stub = namespace["DIVIDE_BY_COUNT_CU"]
     # The check answers a stub before nvcc or the emulation sees it, so a learner never compiles the stub itself.
-    monkeypatch.setattr(ch05, "compile_exercise", lambda source: pytest.fail("the stub was compiled"))
+    for builder in ("compile_exercise", "load_exercise", "load_emulated_exercise"):
+        monkeypatch.setattr(ch05, builder, lambda source, builder=builder: pytest.fail(f"the stub went to {builder}"))
     assert ch05.check_divide_by_count(stub).status == NOT_ATTEMPTED
 
 
@@ -193,6 +194,7 @@ def test_exercise_that_does_not_compile_fails_with_nvccs_error():
     outcome = ch05.check_divide_by_count(broken)
     assert outcome.status == FAILED
     assert "does not compile" in outcome.explanation and "ATen/Dispatc.h" in outcome.explanation
+    assert "nvcc's first error" in outcome.explanation  # nvcc's verdict, not the CPU emulation's
 
 
 def test_exercise_check_wants_the_source_string():
