@@ -2,6 +2,7 @@
 say "not attempted" on the stubs, and reject the catalogue of wrong and cheating answers, saying why."""
 
 import functools
+import statistics
 import subprocess
 import sys
 import time
@@ -108,7 +109,7 @@ def speedup_from_the_checks_seconds(ours, baseline, env, threads, rounds):  # ta
         spec = benchmark.utils.common.TaskSpec(statement, "pass", num_threads=threads)
         return benchmark.Measurement(number_per_run=1, raw_times=[seconds], task_spec=spec)
 
-    fastest = {name: min(seconds for seconds, _ in ch09._LAYOUTS[0][name]) for name in ("ours", "baseline")}
+    fastest = {name: ch09._ROUND_KINDS["fastest"][0] * ch09._SCALE[name] for name in ("ours", "baseline")}
     return fastest["baseline"] / fastest["ours"], made_up(ours, fastest["ours"]), made_up(baseline, fastest["baseline"])
 
 
@@ -154,6 +155,46 @@ def speedup_with_its_own_globals(ours, baseline, env, threads, rounds):  # times
         for statement in (ours, baseline):
             kept[statement] = measure(statement, stand_ins, threads)
     return kept[baseline].median / kept[ours].median, kept[ours], kept[baseline]
+
+
+def speedup_reading_the_first_layout(ours, baseline, env, threads, rounds):
+    layout = ch09._LAYOUTS[0]
+    fastest = {statement: layout[name].index("fastest") for statement, name in ((ours, "ours"), (baseline, "baseline"))}
+    kept = {ours: [], baseline: []}
+    for _ in range(rounds):
+        for statement in (ours, baseline):
+            kept[statement].append(measure(statement, env, threads))
+    chosen = {statement: kept[statement][fastest[statement]] for statement in kept}
+    return chosen[baseline].median / chosen[ours].median, chosen[ours], chosen[baseline]
+
+
+def speedup_rounds_outside_the_timer(ours, baseline, env, threads, rounds):
+    kept = {statement: measure(statement, env, threads) for statement in (ours, baseline)}
+    for _ in range(rounds):
+        eval(ours, env)
+        eval(baseline, env)
+    return kept[baseline].median / kept[ours].median, kept[ours], kept[baseline]
+
+
+def test_speedup_passes_with_warm_ups_a_reused_timer_and_adaptive_autorange():
+    def speedup(ours, baseline, env, threads, rounds):
+        timers = {
+            statement: benchmark.Timer(statement, globals=env, num_threads=threads) for statement in (ours, baseline)
+        }
+        best = {}
+        for round_number in range(rounds + 1):
+            for statement, timer in timers.items():
+                timer.timeit(1), timer.timeit(100)  # warm-ups: one block each, not candidates
+                measurement = (
+                    timer.adaptive_autorange(min_run_time=0.1, max_run_time=None)
+                    if round_number % 2
+                    else timer.blocked_autorange(min_run_time=0.05)
+                )
+                if statement not in best or measurement.median < best[statement].median:
+                    best[statement] = measurement
+        return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+    assert ch09.check_speedup(speedup).passed
 
 
 def test_speedup_passes_on_the_solution():
@@ -466,7 +507,30 @@ WRONG_ANSWERS = [
         "hard-coded",
         "keeps the third round, the fastest in the first layout",
         lambda: ch09.check_speedup(speedup_keeping(lambda measurements: measurements[2])),
-        ("with rounds=5", "the lowest median over the rounds"),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "private data",
+        "keeps the round that the check's first layout makes fastest",
+        lambda: ch09.check_speedup(speedup_reading_the_first_layout),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the round with the widest spread of blocks",
+        lambda: ch09.check_speedup(
+            speedup_keeping(lambda measurements: max(measurements, key=lambda m: statistics.pstdev(m.times)))
+        ),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "one Measurement of each, then the rounds as plain calls outside any Timer",
+        lambda: ch09.check_speedup(speedup_rounds_outside_the_timer),
+        ("in 1 of its turns", "calls made outside a Timer are not measured"),
     ),
     WrongAnswer(
         "9.1",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import math
+import random
 import re
 import sys
 import time
@@ -12,28 +13,28 @@ from ..checking import Mistake, exercise, expect_close, watched
 
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
-# The check runs `speedup` on two layouts of rounds, so that no round number can be hard-coded. Per
-# statement, each round is (seconds per call, what disturbs some of its blocks, a block being the `number`
-# calls Timer times as one):
-# * "slow": an interruption: the 4th block of the round (the 2nd or 3rd one a Timer keeps, after its block-size
-#   estimate) and every 5th after it take SLOW_EXTRA more per call. The round's median stays its typical call;
-#   its mean rises above another round's.
-# * "lucky": the 4th block and every 3rd after it run at LUCKY_SECONDS per call. The round's median stays; its
-#   fastest block is the fastest of all.
-# Keeping the lowest median picks the round with the fastest typical call; the lowest mean or the lowest single
-# block picks another one, and so does any fixed round number in one of the two layouts.
+# The kinds of round the check's clock knows, per statement: (seconds per call, the disturbance of some of its
+# blocks, a block being the `number` calls a Timer times as one). From the 4th block of a round (the 2nd or 3rd
+# one a Timer keeps, after its block-size estimate), every 5th block is disturbed:
+# * ("slow", extra): an interruption; the block's calls take `extra` seconds more each;
+# * ("lucky", seconds): the block runs at `seconds` per call.
+# A fifth of the blocks at most, so that the median (and any quantile from the 25th to the 75th) of a round
+# stays its typical call, whatever the Timer does.
+_ROUND_KINDS = {
+    "fastest": (0.002, ("slow", 0.004)),  # the lowest median; its slow blocks lift its mean above "lucky"'s
+    "lucky": (0.003, ("lucky", 0.0003)),  # the lowest mean and the fastest single block
+    "busy": (0.005, ("slow", 0.010)),  # the slowest blocks and the widest spread
+    "plain": (0.006, None),  # the highest median
+}
+_SCALE = {"ours": 1.0, "baseline": 2.0}  # baseline's calls take twice as long: a ratio of 2
+# Two layouts with the same number of rounds, run in a random order: the fastest round is never the first or
+# the last, and no round number and no statistic but a robust middle of the blocks finds it in both.
 _LAYOUTS = (
-    {
-        "ours": ((0.005, None), (0.004, "lucky"), (0.002, "slow"), (0.006, None)),
-        "baseline": ((0.009, None), (0.006, "lucky"), (0.004, "slow"), (0.011, None)),
-    },
-    {
-        "ours": ((0.006, None), (0.002, "slow"), (0.005, None), (0.004, "lucky"), (0.007, None)),
-        "baseline": ((0.010, None), (0.008, "lucky"), (0.012, None), (0.005, "slow"), (0.009, None)),
-    },
+    {"ours": ("busy", "lucky", "fastest", "plain"), "baseline": ("lucky", "fastest", "plain", "busy")},
+    {"ours": ("plain", "fastest", "busy", "lucky"), "baseline": ("busy", "plain", "fastest", "lucky")},
 )
-_FIRST_DISTURBED_BLOCK, _DISTURBANCE_EVERY = 4, {"slow": 5, "lucky": 3}
-SLOW_EXTRA, LUCKY_SECONDS = 0.008, 0.0005
+_FIRST_DISTURBED_BLOCK, _DISTURBED_EVERY = 4, 5
+_MOST_BLOCKS = 20_000  # per round: a Timer that never stops (adaptive_autorange without max_run_time, say)
 _STATEMENTS = {"ours": "ours_step()", "baseline": "baseline_step()"}
 
 
@@ -52,6 +53,7 @@ class _Steps:
         self.rounds = {"ours": -1, "baseline": -1}
         self.blocks = {}  # (statement, round) -> blocks a Timer timed in it
         self.measured = []  # (Measurement, its task) for every Measurement a Timer returned
+        self.stretch_of = {}  # id(Measurement) -> how many stretches of calls had begun when it was returned
         self.used_side_by_side = False
 
     @property
@@ -71,19 +73,29 @@ class _Steps:
         self.log.append((name, self.rounds[name]))
 
     def _round(self, name):
-        rounds = self.layout[name]
-        return rounds[min(self.rounds[name], len(rounds) - 1)]
+        kinds = self.layout[name]
+        per_call, disturbance = _ROUND_KINDS[kinds[min(self.rounds[name], len(kinds) - 1)]]
+        if disturbance is None:
+            return per_call * _SCALE[name], None
+        kind, seconds = disturbance
+        return per_call * _SCALE[name], (kind, seconds * _SCALE[name])
 
     def _block_seconds(self, name, number: int, seconds: float) -> float:
         """What a block of `number` calls of `name` that took `seconds` on the clock measures, with its
         round's disturbance; the clock moves on by the difference."""
-        per_call, disturbance = self._round(name)
+        _, disturbance = self._round(name)
         key = (name, self.rounds[name])
         self.blocks[key] = self.blocks.get(key, 0) + 1
+        if self.blocks[key] > _MOST_BLOCKS:
+            raise Mistake(
+                f"a Timer timed {_STATEMENTS[name]!r} in more than {_MOST_BLOCKS:,} blocks in one round without "
+                f"stopping: use blocked_autorange, or give adaptive_autorange a max_run_time"
+            )
         position = self.blocks[key] - _FIRST_DISTURBED_BLOCK
-        if disturbance is None or position < 0 or position % _DISTURBANCE_EVERY[disturbance]:
+        if disturbance is None or position < 0 or position % _DISTURBED_EVERY:
             return seconds
-        disturbed = seconds + number * SLOW_EXTRA if disturbance == "slow" else number * LUCKY_SECONDS
+        kind, value = disturbance
+        disturbed = seconds + number * value if kind == "slow" else number * value
         self.clock += disturbed - seconds
         return disturbed
 
@@ -125,6 +137,7 @@ class _Steps:
             def measure(timer, *args, **kwargs):
                 measurement = method(timer, *args, **kwargs)
                 self.measured.append((measurement, measurement.task_spec))
+                self.stretch_of[id(measurement)] = len(self.stretches())
                 return measurement
 
             return measure
@@ -160,7 +173,7 @@ def check_speedup(speedup):
     in turn over `rounds` rounds, with `threads` threads, keeps each statement's Measurement with the lowest
     median and returns (baseline median / ours median, ours' Measurement, baseline's Measurement). Run once
     per layout of rounds."""
-    for layout in _LAYOUTS:
+    for layout in random.SystemRandom().sample(_LAYOUTS, len(_LAYOUTS)):
         _check_speedup_on(speedup, _Steps(layout))
 
 
@@ -233,7 +246,14 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
             f"each at least {rounds} times, so that a disturbance of the machine hits both alike"
         )
     for name, measurement in (("ours", ours), ("baseline", baseline)):
-        made = [kept for kept, task in steps.measured if task.stmt == _STATEMENTS[name]]
+        made = [kept for kept, task in steps.measured if task.stmt == _STATEMENTS[name] and len(kept.raw_times) >= 3]
+        timed_in = {steps.stretch_of[id(kept)] for kept in made}
+        if len(timed_in) < rounds:
+            raise Mistake(
+                f"your Timers measured {_STATEMENTS[name]!r} (three blocks or more) in {len(timed_in)} of its turns; "
+                f"with rounds={rounds}, make one such Measurement of each statement per round, in turn, and keep "
+                f"the best: calls made outside a Timer are not measured"
+            )
         lowest_median = min(made, key=lambda kept: kept.median)
         if math.isclose(measurement.median, lowest_median.median, rel_tol=1e-9):
             continue
@@ -252,7 +272,7 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
             else ""
         )
         raise Mistake(
-            f"with rounds={rounds}, the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} "
+            f"the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} "
             f"ms, but one of its rounds measured {lowest_median.median * 1e3:.2f} ms: keep, for each statement, the "
             f"Measurement with the lowest median over the rounds, the one the machine disturbed least{why}"
         )
