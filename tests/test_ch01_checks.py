@@ -12,6 +12,9 @@ from workbook import generate
 from workbook.checking import PASSED
 from workbook.exercises import ch01
 
+# torch.func.jvp (a wrong answer below uses it) scripts a helper the first time, and TorchScript says it is deprecated.
+pytestmark = pytest.mark.filterwarnings(r"ignore:`torch\.jit\.\w+` is deprecated")
+
 
 @pytest.fixture(autouse=True)
 def lenient(monkeypatch):

@@ -11,7 +11,9 @@ from workbook import build, gpu_report, lltm, scatter, successor, torchscript
 
 # Compiling a package (when build/ch08 has none yet) runs torch code that calls torch.jit APIs and
 # warns that TorchScript is deprecated; this file uses no TorchScript of its own.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.\w+` is deprecated"
+)  # any category: 2.14 says FutureWarning
 
 
 class LLTMCell(torch.nn.Module):

@@ -5,7 +5,9 @@ import torch
 
 from workbook import torchscript
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.\w+` is deprecated"
+)  # any category: 2.14 says FutureWarning
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,9 @@ from wrong_answers import WrongAnswer
 from workbook import checking, fresh_library, generate, torchscript
 from workbook.exercises import ch06, ch07
 
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.\w+` is deprecated"
+)  # any category: 2.14 says FutureWarning
 
 # One build for every C++ answer of 6.1 and 7.1: the reference solutions under fixed names (the blur as a
 # fragment of workbook_cv, as chapter 06 says another library may add one), and the wrong answers.

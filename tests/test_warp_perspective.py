@@ -10,7 +10,9 @@ from hypothesis import strategies as st
 from workbook import torchscript
 
 # TorchScript warns that it is deprecated on every script/trace/save/load; chapter 06 shows that warning.
-pytestmark = pytest.mark.filterwarnings("ignore:`torch.jit")  # any category (FutureWarning from 2.14)
+pytestmark = pytest.mark.filterwarnings(
+    r"ignore:`torch\.jit\.\w+` is deprecated"
+)  # any category: 2.14 says FutureWarning
 
 
 @pytest.fixture(scope="module", autouse=True)

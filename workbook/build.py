@@ -182,6 +182,7 @@ def exclusive(lock_file):
     releases it when its holder dies, so a killed build never leaves it behind. In a thread that holds
     it already (a cell that holds the lock around `load`, which takes it too), the block goes straight
     on; the lock is released when the last block of this thread that uses it ends, in whatever order.
+    Paths are compared resolved (symbolic links followed); a hard link to the lock file is another lock.
     """
     lock_file = Path(lock_file)
     if not lock_file.is_absolute():

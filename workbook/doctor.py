@@ -74,8 +74,8 @@ def check_python() -> Finding:
 # what a learner sees differ from the stored outputs, which are the pinned torch's (README: "Which torch").
 CHECKED_TORCH = {
     "2.14": "its build lock is an OS-level lock whose file stays in the build folder (a killed build leaves "
-    "nothing to remove); TorchScript's deprecation notice is a FutureWarning, shown where 2.13's "
-    "DeprecationWarning was hidden; pip's Linux wheel requires triton~=3.8.0"
+    "nothing to remove); TorchScript's deprecation notice is a FutureWarning, which Python's default filters "
+    "show (2.13's DeprecationWarning they hide); pip's Linux CUDA wheel requires triton~=3.8.0"
 }
 
 
