@@ -128,24 +128,23 @@ def speedup_relabelled(ours, baseline, env, threads, rounds):  # one thread, the
     return best[baseline].median / best[ours].median, best[ours], best[baseline]
 
 
-def speedup_single_calls(ours, baseline, env, threads, rounds):  # one call per round, Timer.timeit(1)
-    best = {}
-    for _ in range(rounds):
-        for statement in (ours, baseline):
-            measurement = benchmark.Timer(statement, globals=env, num_threads=threads).timeit(1)
-            if statement not in best or measurement.median < best[statement].median:
-                best[statement] = measurement
-    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+def speedup_timed_with(timing):
+    """A speedup that takes turns and keeps the lowest median, each Measurement `timing(timer)`."""
+
+    def speedup(ours, baseline, env, threads, rounds):
+        best = {}
+        for _ in range(rounds):
+            for statement in (ours, baseline):
+                measurement = timing(benchmark.Timer(statement, globals=env, num_threads=threads))
+                if statement not in best or measurement.median < best[statement].median:
+                    best[statement] = measurement
+        return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+    return speedup
 
 
-def speedup_one_block_each(ours, baseline, env, threads, rounds):  # Timer.timeit(100): one block per round
-    best = {}
-    for _ in range(rounds):
-        for statement in (ours, baseline):
-            measurement = benchmark.Timer(statement, globals=env, num_threads=threads).timeit(100)
-            if statement not in best or measurement.median < best[statement].median:
-                best[statement] = measurement
-    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+speedup_single_calls = speedup_timed_with(lambda timer: timer.timeit(1))  # one call per round
+speedup_one_block_each = speedup_timed_with(lambda timer: timer.timeit(100))  # one block of 100 calls per round
 
 
 def speedup_with_its_own_globals(ours, baseline, env, threads, rounds):  # times stand-ins, not the check's steps
