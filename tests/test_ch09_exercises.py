@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import torch
@@ -194,6 +195,32 @@ def test_speedup_passes_with_warm_ups_a_reused_timer_and_adaptive_autorange():
         return best[baseline].median / best[ours].median, best[ours], best[baseline]
 
     assert ch09.check_speedup(speedup).passed
+
+
+def speedup_in_two_threads(ours, baseline, env, threads, rounds):  # both statements at once, each round
+    best = {}
+    with ThreadPoolExecutor(2) as pool:
+        for _ in range(rounds):
+            futures = {  # long Measurements, so that the two threads' blocks interleave
+                statement: pool.submit(
+                    benchmark.Timer(statement, globals=env, num_threads=threads).blocked_autorange, min_run_time=2
+                )
+                for statement in (ours, baseline)
+            }
+            for statement, future in futures.items():
+                measurement = future.result()
+                if statement not in best or measurement.median < best[statement].median:
+                    best[statement] = measurement
+    return best[baseline].median / best[ours].median, best[ours], best[baseline]
+
+
+def speedup_with_its_times_rewritten(ours, baseline, env, threads, rounds):  # takes turns, then edits the times
+    _, kept_ours, kept_baseline = speedup_keeping(lambda measurements: measurements[-1])(
+        ours, baseline, env, threads, rounds
+    )
+    kept_ours.raw_times[:] = [0.001 * kept_ours.number_per_run] * 3
+    kept_baseline.raw_times[:] = [0.002 * kept_baseline.number_per_run] * 3
+    return 2.0, kept_ours, kept_baseline
 
 
 def test_speedup_passes_on_the_solution():
@@ -399,7 +426,7 @@ WRONG_ANSWERS = [
         "wrong math",
         "keeps the round with the lowest mean",
         lambda: ch09.check_speedup(speedup_keeping(lambda measurements: min(measurements, key=lambda m: m.mean))),
-        ("the lowest median over the rounds", "you kept the one with the lowest mean"),
+        ("the lowest median over the rounds", "the one you kept has the lowest mean"),
     ),
     WrongAnswer(
         "9.1",
@@ -420,7 +447,7 @@ WRONG_ANSWERS = [
         "concept skipped",
         "times all of ours, then all of baseline",
         lambda: ch09.check_speedup(speedup_one_after_the_other),
-        ("ran in 2 stretch(es) (ours → baseline)", "time them in turn"),
+        ("ran in 2 stretch(es) (ours → baseline)", "alternate them"),
     ),
     WrongAnswer(
         "9.1",
@@ -523,6 +550,27 @@ WRONG_ANSWERS = [
             speedup_keeping(lambda measurements: max(measurements, key=lambda m: statistics.pstdev(m.times)))
         ),
         ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "wrong math",
+        "keeps the round whose first block was fastest",
+        lambda: ch09.check_speedup(speedup_keeping(lambda measurements: min(measurements, key=lambda m: m.times[0]))),
+        ("the lowest median over the rounds",),
+    ),
+    WrongAnswer(
+        "9.1",
+        "concept skipped",
+        "measures both statements at once, in two threads",
+        lambda: ch09.check_speedup(speedup_in_two_threads),
+        ("the other statement ran too", "time the statements in turn"),
+    ),
+    WrongAnswer(
+        "9.1",
+        "hard-coded",
+        "takes turns, then writes made-up times into the Measurements it returns",
+        lambda: ch09.check_speedup(speedup_with_its_times_rewritten),
+        ("its times changed",),
     ),
     WrongAnswer(
         "9.1",

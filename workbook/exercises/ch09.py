@@ -14,12 +14,14 @@ from ..checking import Mistake, exercise, expect_close, watched
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
 # The kinds of round the check's clock knows, per statement: (seconds per call, the disturbance of some of its
-# blocks, a block being the `number` calls a Timer times as one). From the 4th block of a round (the 2nd or 3rd
-# one a Timer keeps, after its block-size estimate), every 5th block is disturbed:
+# blocks, a block being the `number` calls a Timer times as one). A Timer first estimates how many calls a block
+# needs (blocks of 1, 10, 100, ... calls); the first block of a round whose `number` repeats the one before is
+# the first it keeps, and that block and every 5th after it are disturbed:
 # * ("slow", extra): an interruption; the block's calls take `extra` seconds more each;
 # * ("lucky", seconds): the block runs at `seconds` per call.
-# A fifth of the blocks at most, so that the median (and any quantile from the 25th to the 75th) of a round
-# stays its typical call, whatever the Timer does.
+# One kept block in three at most (in the shortest Measurement that counts), so that the median of a round
+# stays its typical call, whatever the Timer does; in longer ones, one in five, so that quantiles from the 25th
+# to the 75th stay there too.
 _ROUND_KINDS = {
     "fastest": (0.002, ("slow", 0.004)),  # the lowest median; its slow blocks lift its mean above "lucky"'s
     "lucky": (0.003, ("lucky", 0.0003)),  # the lowest mean and the fastest single block
@@ -33,7 +35,7 @@ _LAYOUTS = (
     {"ours": ("busy", "lucky", "fastest", "plain"), "baseline": ("lucky", "fastest", "plain", "busy")},
     {"ours": ("plain", "fastest", "busy", "lucky"), "baseline": ("busy", "plain", "fastest", "lucky")},
 )
-_FIRST_DISTURBED_BLOCK, _DISTURBED_EVERY = 4, 5
+_DISTURBED_EVERY = 5
 _MOST_BLOCKS = 20_000  # per round: a Timer that never stops (adaptive_autorange without max_run_time, say)
 _STATEMENTS = {"ours": "ours_step()", "baseline": "baseline_step()"}
 
@@ -51,10 +53,11 @@ class _Steps:
         self.clock = 0.0
         self.log = []  # (statement, round) per call
         self.rounds = {"ours": -1, "baseline": -1}
-        self.blocks = {}  # (statement, round) -> blocks a Timer timed in it
-        self.measured = []  # (Measurement, its task) for every Measurement a Timer returned
-        self.stretch_of = {}  # id(Measurement) -> how many stretches of calls had begun when it was returned
+        self.blocks = {}  # (statement, round) -> [blocks a Timer timed in it, the last block's number, the first kept]
+        self.measured = []  # (Measurement, its task, its times as returned, its turn) for every one a Timer returned
         self.used_side_by_side = False
+        self.timing = set()  # the statements whose block is being timed now
+        self.turns = 0  # stretches of calls so far
 
     @property
     def rounds_asked(self) -> int:
@@ -69,6 +72,7 @@ class _Steps:
     def _call(self, name):
         if not self.log or self.log[-1][0] != name:
             self.rounds[name] += 1
+            self.turns += 1
         self.clock += self._round(name)[0]
         self.log.append((name, self.rounds[name]))
 
@@ -84,15 +88,17 @@ class _Steps:
         """What a block of `number` calls of `name` that took `seconds` on the clock measures, with its
         round's disturbance; the clock moves on by the difference."""
         _, disturbance = self._round(name)
-        key = (name, self.rounds[name])
-        self.blocks[key] = self.blocks.get(key, 0) + 1
-        if self.blocks[key] > _MOST_BLOCKS:
+        counts = self.blocks.setdefault((name, self.rounds[name]), [0, None, None])
+        counts[0] += 1
+        if number == counts[1] and counts[2] is None:
+            counts[2] = counts[0]
+        counts[1] = number
+        if counts[0] > _MOST_BLOCKS:
             raise Mistake(
                 f"a Timer timed {_STATEMENTS[name]!r} in more than {_MOST_BLOCKS:,} blocks in one round without "
                 f"stopping: use blocked_autorange, or give adaptive_autorange a max_run_time"
             )
-        position = self.blocks[key] - _FIRST_DISTURBED_BLOCK
-        if disturbance is None or position < 0 or position % _DISTURBED_EVERY:
+        if disturbance is None or counts[2] is None or (counts[0] - counts[2]) % _DISTURBED_EVERY:
             return seconds
         kind, value = disturbance
         disturbed = seconds + number * value if kind == "slow" else number * value
@@ -121,8 +127,17 @@ class _Steps:
             if statement not in names:
                 return real_timeit(timer, number)
             self.used_side_by_side = self.used_side_by_side or _called_from_side_by_side()
+            if self.timing - {statement}:
+                raise Mistake(
+                    f"{statement!r} was timed while {', '.join(map(repr, self.timing))} was being timed (two "
+                    f"threads?): time the statements in turn, one at a time, so that each has the machine to itself"
+                )
+            self.timing.add(statement)
             start, calls_before = self.clock, len(self.log)
-            real_timeit(timer, number)  # runs the statement `number` times
+            try:
+                real_timeit(timer, number)  # runs the statement `number` times
+            finally:
+                self.timing.discard(statement)
             if number == 0:
                 return 1e-9  # Timer's floor for a block's time: it estimates its own overhead this way
             if len(self.log) == calls_before:
@@ -135,9 +150,16 @@ class _Steps:
 
         def recording(method):
             def measure(timer, *args, **kwargs):
+                turns_before = self.turns
                 measurement = method(timer, *args, **kwargs)
-                self.measured.append((measurement, measurement.task_spec))
-                self.stretch_of[id(measurement)] = len(self.stretches())
+                if self.turns - turns_before > 1:
+                    raise Mistake(
+                        f"while a Timer measured {timer._task_spec.stmt!r}, the other statement ran too (two "
+                        f"threads?): time the statements in turn, one Measurement at a time, so that each has the "
+                        f"machine to itself"
+                    )
+                returned = (tuple(measurement.raw_times), measurement.number_per_run)
+                self.measured.append((measurement, measurement.task_spec, returned, self.turns))
                 return measurement
 
             return measure
@@ -153,8 +175,13 @@ class _Steps:
                 setattr(Timer, name, method)
 
     def made_by_a_timer(self, measurement) -> bool:
-        """Is `measurement` one a Timer returned during the check, with the task it was made for?"""
-        return any(measurement is made and measurement.task_spec is task for made, task in self.measured)
+        """Is `measurement` one a Timer returned during the check, with the task and the times it had then?"""
+        return any(
+            measurement is made
+            and measurement.task_spec is task
+            and (tuple(measurement.raw_times), measurement.number_per_run) == returned
+            for made, task, returned, _ in self.measured
+        )
 
 
 def _called_from_side_by_side() -> bool:
@@ -181,14 +208,9 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
     from torch.utils.benchmark import Measurement
 
     threads, rounds = 3, steps.rounds_asked
+    env = {"ours_step": lambda: steps.ours_step(), "baseline_step": lambda: steps.baseline_step()}
     with steps.timers_on_this_clock():
-        result = speedup(
-            _STATEMENTS["ours"],
-            _STATEMENTS["baseline"],
-            {"ours_step": steps.ours_step, "baseline_step": steps.baseline_step},
-            threads,
-            rounds,
-        )
+        result = speedup(_STATEMENTS["ours"], _STATEMENTS["baseline"], env, threads, rounds)
     if not isinstance(result, tuple) or len(result) != 3:
         raise Mistake(
             f"speedup should return a tuple (ratio, ours_measurement, baseline_measurement), "
@@ -210,12 +232,6 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
                 f"the {name} statement ran with {measurement.task_spec.num_threads} thread(s), but "
                 f"threads={threads} was asked for: pass num_threads=threads to Timer (its default is 1)"
             )
-    expected_ratio = baseline.median / ours.median
-    if not isinstance(ratio, float) or abs(ratio - expected_ratio) > 1e-9 * expected_ratio:
-        raise Mistake(
-            f"the ratio should be baseline's median / ours' median = {expected_ratio:.3f} (above 1: "
-            f"ours is faster), got {ratio!r}"
-        )
     stretches = steps.stretches()
     if not stretches:
         raise Mistake(
@@ -230,8 +246,9 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
     for name, measurement in (("ours", ours), ("baseline", baseline)):
         if not steps.made_by_a_timer(measurement):
             raise Mistake(
-                f"the {name} measurement is not one a Timer returned while the check ran (built by hand, copied, "
-                f"merged or relabelled): return the Measurement that Timer(...).blocked_autorange() gave you"
+                f"the {name} measurement is not one a Timer returned while the check ran, as it returned it (built "
+                f"by hand, copied, merged, relabelled or its times changed): return the Measurement that "
+                f"Timer(...).blocked_autorange() gave you"
             )
         if len(measurement.raw_times) < 3:
             raise Mistake(
@@ -239,42 +256,56 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
                 f"median of fewer than three is no more than their average: let Timer time several blocks "
                 f"(blocked_autorange or adaptive_autorange, with a min_run_time long enough)"
             )
+    expected_ratio = baseline.median / ours.median
+    if not isinstance(ratio, float) or abs(ratio - expected_ratio) > 1e-9 * expected_ratio:
+        raise Mistake(
+            f"the ratio should be baseline's median / ours' median = {expected_ratio:.3f} (above 1: "
+            f"ours is faster), got {ratio!r}"
+        )
     if min(stretches.count("ours"), stretches.count("baseline")) < rounds:
         raise Mistake(
             f"the two statements ran in {len(stretches)} stretch(es) ({' → '.join(stretches[:6])}"
-            f"{' ...' if len(stretches) > 6 else ''}); with rounds={rounds}, time them in turn, "
-            f"each at least {rounds} times, so that a disturbance of the machine hits both alike"
+            f"{' ...' if len(stretches) > 6 else ''}); with rounds={rounds}, alternate them (ours, baseline, "
+            f"ours, ...) so that each runs in {rounds} separate turns at least, and a disturbance of the machine "
+            f"hits both alike"
         )
     for name, measurement in (("ours", ours), ("baseline", baseline)):
-        made = [kept for kept, task in steps.measured if task.stmt == _STATEMENTS[name] and len(kept.raw_times) >= 3]
-        timed_in = {steps.stretch_of[id(kept)] for kept in made}
-        if len(timed_in) < rounds:
+        counted = [
+            made for made, task, _, _ in steps.measured if task.stmt == _STATEMENTS[name] and len(made.raw_times) >= 3
+        ]
+        turns = {
+            turn
+            for made, task, _, turn in steps.measured
+            if task.stmt == _STATEMENTS[name] and len(made.raw_times) >= 3
+        }
+        if len(turns) < rounds:
             raise Mistake(
-                f"your Timers measured {_STATEMENTS[name]!r} (three blocks or more) in {len(timed_in)} of its turns; "
+                f"your Timers measured {_STATEMENTS[name]!r} (three blocks or more) in {len(turns)} of its turns; "
                 f"with rounds={rounds}, make one such Measurement of each statement per round, in turn, and keep "
                 f"the best: calls made outside a Timer are not measured"
             )
-        lowest_median = min(made, key=lambda kept: kept.median)
+        lowest_median = min(counted, key=lambda made: made.median)
         if math.isclose(measurement.median, lowest_median.median, rel_tol=1e-9):
             continue
-        kept_for = [
+        also = [
             what
             for what, key in (
-                ("the lowest mean", lambda kept: kept.mean),
-                ("the fastest single block", lambda kept: min(kept.raw_times) / kept.number_per_run),
+                ("the lowest mean", lambda made: made.mean),
+                ("the fastest single block", lambda made: min(made.raw_times) / made.number_per_run),
             )
-            if measurement is min(made, key=key)
+            if measurement is min(counted, key=key)
         ]
         why = (
-            f"; you kept the one with {' and '.join(kept_for)}: a few slow blocks (the machine busy for a moment) "
-            f"pull a round's mean up, one lucky block says little, and the median stays with the typical call"
-            if kept_for
+            f" (the one you kept has {' and '.join(also)}: a few slow blocks, the machine busy for a moment, pull "
+            f"a mean up, one lucky block says little, and the median stays with the typical call)"
+            if also
             else ""
         )
         raise Mistake(
-            f"the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} "
-            f"ms, but one of its rounds measured {lowest_median.median * 1e3:.2f} ms: keep, for each statement, the "
-            f"Measurement with the lowest median over the rounds, the one the machine disturbed least{why}"
+            f"the {name} measurement you kept has a median of {measurement.median * 1e3:.2f} ms, but another "
+            f"Measurement of that statement (three blocks or more: a round, or a warm-up that long) measured "
+            f"{lowest_median.median * 1e3:.2f} ms: keep, for each statement, the Measurement with the lowest median "
+            f"over the rounds, the one the machine disturbed least{why}"
         )
 
 
