@@ -204,7 +204,7 @@ def speedup_in_two_threads(ours, baseline, env, threads, rounds):  # both statem
     def measured(statement):
         timer = benchmark.Timer(statement, globals=env, num_threads=threads)
         both_ready.wait()  # the pool's second thread may start late; then each Measurement takes many GIL turns
-        return timer.blocked_autorange(min_run_time=2)
+        return timer.blocked_autorange(min_run_time=30)
 
     best = {}
     with ThreadPoolExecutor(2) as pool:
