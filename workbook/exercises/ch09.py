@@ -36,6 +36,7 @@ _LAYOUTS = (
     {"ours": ("plain", "fastest", "busy", "lucky"), "baseline": ("busy", "plain", "fastest", "lucky")},
 )
 _DISTURBED_EVERY = 5
+_FEWEST_BLOCKS = 3  # in a Measurement that counts: the median of two is their average
 _MOST_BLOCKS = 20_000  # per round: a Timer that never stops (adaptive_autorange without max_run_time, say)
 _STATEMENTS = {"ours": "ours_step()", "baseline": "baseline_step()"}
 
@@ -45,13 +46,13 @@ class _Steps:
     of one statement in a row, up to the first call of the other. A call takes no real time: it advances the
     check's clock by its round's time per call, and a Timer of these statements reads that clock (see
     `timers_on_this_clock`), which also applies the round's disturbance to some of its blocks. So what each
-    round measures is known exactly, however busy the machine is. Each call is logged with its round, so the
+    round measures is known exactly, however busy the machine is. Each call is logged, so the
     check can see the order the statements ran in."""
 
     def __init__(self, layout):
         self.layout = layout
         self.clock = 0.0
-        self.log = []  # (statement, round) per call
+        self.log = []  # the statement of each call, in order
         self.rounds = {"ours": -1, "baseline": -1}
         self.blocks = {}  # (statement, round) -> [blocks a Timer timed in it, the last block's number, the first kept]
         self.measured = []  # (Measurement, its task, its times as returned, its turn) for every one a Timer returned
@@ -70,11 +71,11 @@ class _Steps:
         self._call("baseline")
 
     def _call(self, name):
-        if not self.log or self.log[-1][0] != name:
+        if not self.log or self.log[-1] != name:
             self.rounds[name] += 1
             self.turns += 1
         self.clock += self._round(name)[0]
-        self.log.append((name, self.rounds[name]))
+        self.log.append(name)
 
     def _round(self, name):
         kinds = self.layout[name]
@@ -107,8 +108,7 @@ class _Steps:
 
     def stretches(self) -> list[str]:
         """The statements in the order they ran, each stretch of calls to the same one folded into one."""
-        names = [name for name, _ in self.log]
-        return [name for position, name in enumerate(names) if position == 0 or names[position - 1] != name]
+        return [name for position, name in enumerate(self.log) if position == 0 or self.log[position - 1] != name]
 
     @contextlib.contextmanager
     def timers_on_this_clock(self):
@@ -250,7 +250,7 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
                 f"by hand, copied, merged, relabelled or its times changed): return the Measurement that "
                 f"Timer(...).blocked_autorange() gave you"
             )
-        if len(measurement.raw_times) < 3:
+        if len(measurement.raw_times) < _FEWEST_BLOCKS:
             raise Mistake(
                 f"the {name} measurement holds {len(measurement.raw_times)} timed block(s) of calls, and the "
                 f"median of fewer than three is no more than their average: let Timer time several blocks "
@@ -271,13 +271,12 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
         )
     for name, measurement in (("ours", ours), ("baseline", baseline)):
         counted = [
-            made for made, task, _, _ in steps.measured if task.stmt == _STATEMENTS[name] and len(made.raw_times) >= 3
-        ]
-        turns = {
-            turn
+            (made, turn)
             for made, task, _, turn in steps.measured
-            if task.stmt == _STATEMENTS[name] and len(made.raw_times) >= 3
-        }
+            if task.stmt == _STATEMENTS[name] and len(made.raw_times) >= _FEWEST_BLOCKS
+        ]
+        turns = {turn for _, turn in counted}
+        counted = [made for made, _ in counted]
         if len(turns) < rounds:
             raise Mistake(
                 f"your Timers measured {_STATEMENTS[name]!r} (three blocks or more) in {len(turns)} of its turns; "
