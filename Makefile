@@ -43,7 +43,7 @@ test-torch:
 
 # Regenerate notebooks/ from solutions/ (never over a learner's edits) and store real outputs.
 notebooks: setup
-	$(PY) -m workbook.generate --execute
+	$(PY) -m workbook.course.generate --execute
 
 # C++ ops against Python and native ones, side by side; prints a table (not a test).
 bench: setup
@@ -51,13 +51,13 @@ bench: setup
 
 # Each translation unit's compile time (latest and slowest build) from the ninja logs under build/.
 compile-times: setup
-	$(PY) -m workbook.compile_times
+	$(PY) -m workbook.diagnostics.compile_times
 
 # Your exercises, chapter by chapter: passed, failed, not attempted, or changed since last checked (from the
 # record the checks keep in build/progress.json). Standard library only, so it needs no set-up.
 .PHONY: progress
 progress:
-	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m workbook.progress
+	@$(if $(wildcard $(PY)),$(PY),$(PYTHON)) -m workbook.course.progress
 
 system-packages:
 	@missing=""; \

@@ -1,7 +1,7 @@
 """What the GPU tests of the CUDA kernels share (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py).
 
 The tests compare every op on DEVICE with its CPU kernel. They skip without a CUDA GPU (and where the
-CUDA kernels cannot be built); `python -m workbook.gpu_report` runs them on a GPU machine together with
+CUDA kernels cannot be built); `python -m workbook.diagnostics.gpu_report` runs them on a GPU machine together with
 everything else chapter 05 needs checked there.
 
 Dry run: WORKBOOK_CUDA_TESTS_DEVICE=cpu runs the same tests with the CPU as the device under test. The
@@ -17,7 +17,8 @@ import nbformat
 import pytest
 import torch
 
-from workbook import build, generate
+from workbook import build
+from workbook.course import generate
 
 DRY_RUN = os.environ.get("WORKBOOK_CUDA_TESTS_DEVICE") == "cpu"
 DEVICE = "cpu" if DRY_RUN else "cuda"

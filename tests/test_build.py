@@ -9,6 +9,7 @@ import torch
 import torch.utils.cpp_extension
 
 from workbook import build, relative_to_repo
+from workbook.build import errors
 
 ADD_ONE = "csrc/setup_check/add_one.cpp"
 
@@ -144,7 +145,7 @@ def test_compiler_paths_relative_to_the_build_folder_are_made_relative_to_the_re
     folder.mkdir(parents=True, exist_ok=True)
     as_ccache_says = os.path.relpath(source, folder)  # ccache's base_dir makes paths relative to where gcc runs
     text = f"In file included from {as_ccache_says}:1:\n{as_ccache_says}:3:5: error: oops\nother.cpp:1: note"
-    assert build.repo_relative_paths(text, folder) == (
+    assert errors.repo_relative_paths(text, folder) == (
         f"In file included from {relative_to_repo(source)}:1:\n{relative_to_repo(source)}:3:5: error: oops\n"
         "other.cpp:1: note"
     )
@@ -161,7 +162,7 @@ def test_first_compiler_error_skips_ninja_banner_lines():
             "ninja: build stopped: subcommand failed.",
         ]
     )
-    first = build.first_compiler_error(log)
+    first = errors.first_compiler_error(log)
     assert first.splitlines()[0].strip() == "csrc/x.cpp:7:3: error: expected ';' before '}' token"
     assert len(first.splitlines()) == 3
 

@@ -1,6 +1,6 @@
 """The progress line of a build (issue 11, part 3): shown live in a notebook, never stored in it.
 
-The notebook test runs a two-cell notebook twice with nbclient, the way `workbook.generate` stores
+The notebook test runs a two-cell notebook twice with nbclient, the way `workbook.course.generate` stores
 chapters: once with a real compile (a C++ file including <regex>, compiled by ninja through
 `build.run_build_step`, ~1 s) and once warm (ninja has nothing to do). The cold run must have shown the
 line; both runs must store the same outputs; and nbval, as `make test` runs it, must accept the stored
@@ -16,7 +16,9 @@ import nbclient
 import nbformat
 import pytest
 
-from workbook import build, build_progress, generate
+from workbook import build
+from workbook.build import progress_line
+from workbook.course import generate
 
 TINY_CPP = '#include <regex>\nbool matches(const char* text) { return std::regex_match(text, std::regex("a+b")); }\n'
 NINJA_FILE = "rule cxx\n  command = c++ -c $in -o $out\nbuild tiny.o: cxx tiny.cpp\n"
@@ -36,8 +38,8 @@ class RecordingClient(nbclient.NotebookClient):
 def build_notebook(project) -> nbformat.NotebookNode:
     setup = (
         "from pathlib import Path\n"
-        "from workbook import build, build_progress\n"
-        "build_progress.DELAY_S, build_progress.INTERVAL_S = 0.1, 0.1\n"
+        "from workbook import build\nfrom workbook.build import progress_line\n"
+        "progress_line.DELAY_S, progress_line.INTERVAL_S = 0.1, 0.1\n"
         f"project = Path({str(project)!r})"
     )
     run = (
@@ -105,27 +107,27 @@ def test_compiling_now_names_the_file_a_child_process_compiles():
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)", "-c", "fake_unit.cpp"])
     try:
         deadline = time.monotonic() + 10
-        while "fake_unit.cpp" not in build_progress.compiling_now() and time.monotonic() < deadline:
+        while "fake_unit.cpp" not in progress_line.compiling_now() and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert build_progress.compiling_now() == ["fake_unit.cpp"]
+        assert progress_line.compiling_now() == ["fake_unit.cpp"]
     finally:
         child.kill()
         child.wait()
-    assert build_progress.compiling_now() == []
+    assert progress_line.compiling_now() == []
 
 
 def test_outside_jupyter_and_a_terminal_nothing_is_printed(capsys, monkeypatch):
-    monkeypatch.setattr(build_progress, "DELAY_S", 0.0)
-    with build_progress.shown("quiet"):
+    monkeypatch.setattr(progress_line, "DELAY_S", 0.0)
+    with progress_line.shown("quiet"):
         time.sleep(0.3)
     assert capsys.readouterr() == ("", "")
 
 
 def test_the_line_names_each_file_with_its_seconds_and_the_total():
-    assert build_progress.describe("wb_scatter", 15.2, [("scatter_cpu.cpp", 12.4), ("scatter.cpp", 3.0)]) == (
+    assert progress_line.describe("wb_scatter", 15.2, [("scatter_cpu.cpp", 12.4), ("scatter.cpp", 3.0)]) == (
         "wb_scatter: compiling scatter_cpu.cpp … 12 s, scatter.cpp … 3 s (15 s so far)"
     )
-    assert build_progress.describe("wb_scatter", 4.0, []) == "wb_scatter: building … 4 s"
+    assert progress_line.describe("wb_scatter", 4.0, []) == "wb_scatter: building … 4 s"
 
 
 def test_generate_drops_an_emptied_display_and_joins_the_streams_it_separated():

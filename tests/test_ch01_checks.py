@@ -8,8 +8,8 @@ import wrong_answers
 from torch.autograd.function import once_differentiable
 from wrong_answers import WrongAnswer
 
-from workbook import generate
-from workbook.checking import PASSED
+from workbook.course import generate
+from workbook.course.checking import PASSED
 from workbook.exercises import ch01
 
 # torch.func.jvp (a wrong answer below uses it) scripts a helper the first time, and TorchScript says it is deprecated.

@@ -1,7 +1,7 @@
 """Chapter 02's checks reject a catalogue of wrong answers and say why.
 
 The C++ wrong answers of exercises 2.1 and 2.2 share one build (lean headers, ops reached through torch.ops,
-as `scatter.load_inline_ops` builds them); exercise 2.3's run on Python stand-ins for the C++ functions. The
+as `fresh_namespace.ops` builds them); exercise 2.3's run on Python stand-ins for the C++ functions. The
 checks passing the real solutions is tested in tests/test_lltm.py, which builds them from the notebook.
 """
 
@@ -14,8 +14,8 @@ import wrong_answers
 from torch.autograd.function import once_differentiable
 from wrong_answers import WrongAnswer
 
-from workbook import scatter
-from workbook.checking import FAILED, NOT_ATTEMPTED, PASSED
+from workbook.build import fresh_namespace
+from workbook.course.checking import FAILED, NOT_ATTEMPTED, PASSED
 from workbook.exercises import ch02
 
 
@@ -191,7 +191,7 @@ TORCH_LIBRARY(NAMESPACE, m) {
 @functools.cache
 def wrong_ops():
     """torch.ops namespace of the wrong answers above (built once, on first use)."""
-    return scatter.load_inline_ops("wb_ch02_wrong", WRONG_CPP, no_implicit_headers=True)
+    return fresh_namespace.ops("wb_ch02_wrong", WRONG_CPP)
 
 
 def _op(name):

@@ -18,9 +18,13 @@ import wrong_answers
 from cuda_device import divide_by_count_solution
 from wrong_answers import WrongAnswer
 
-from workbook import build, checking, cuda_check, cuda_emulation, interleaving
+from workbook import build
+from workbook.chapters import interleaving
+from workbook.chapters.interleaving import atomic_add, atomic_max, atomic_min, load, store
+from workbook.course import checking
+from workbook.diagnostics import cuda_check
 from workbook.exercises import ch05
-from workbook.interleaving import atomic_add, atomic_max, atomic_min, load, store
+from workbook.ops import cuda_emulation
 
 
 def stub(*args, **kwargs):

@@ -6,8 +6,10 @@ import torch
 from torch.export import Dim
 from wrong_answers import WrongAnswer, assert_rejected, ids
 
-from workbook import checking, scatter, successor
+from workbook.chapters import torch_library_compile_export
+from workbook.course import checking
 from workbook.exercises import ch08
+from workbook.ops import scatter
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +45,7 @@ def fake_calls_item(src, index):  # used to fail with "Pending unbacked symbols 
 
 
 def fake_runs_the_kernel(src, index):
-    return successor.segment_sum_reference(src, index)
+    return torch_library_compile_export.segment_sum_reference(src, index)
 
 
 def fake_copies_src_strides(src, index):  # right for a contiguous src only
@@ -299,7 +301,10 @@ def test_other_correct_answers_pass(ops):
 
 
 def test_fresh_segment_sum_ops_do_not_clash():
-    first, second = successor.new_segment_sum(fake=fake_solution), successor.new_segment_sum(fake=fake_solution)
+    first, second = (
+        torch_library_compile_export.new_segment_sum(fake=fake_solution),
+        torch_library_compile_export.new_segment_sum(fake=fake_solution),
+    )
     assert first._qualname != second._qualname
     src, index = torch.ones(3, 2), torch.tensor([0, 0, 1])
     torch.testing.assert_close(first(src, index), torch.tensor([[2.0, 2.0], [1.0, 1.0]]))

@@ -16,7 +16,7 @@ import wrong_answers
 from torch.utils import benchmark
 from wrong_answers import WrongAnswer
 
-from workbook import checking
+from workbook.course import checking
 from workbook.exercises import ch09
 
 
@@ -96,7 +96,7 @@ def speedup_made_up(ours, baseline, env, threads, rounds):  # Measurements built
 
 
 def speedup_through_side_by_side(ours, baseline, env, threads, rounds):  # the workbook's helper does it all
-    from workbook import performance
+    from workbook.chapters import performance
 
     kept = performance.side_by_side({"ours": ours, "baseline": baseline}, env, threads, rounds)
     return kept["baseline"].median / kept["ours"].median, kept["ours"], kept["baseline"]
@@ -492,9 +492,9 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "9.1",
         "concept skipped",
-        "calls workbook.performance.side_by_side",
+        "calls workbook.chapters.performance.side_by_side",
         lambda: ch09.check_speedup(speedup_through_side_by_side),
-        ("calls workbook.performance.side_by_side",),
+        ("calls workbook.chapters.performance.side_by_side",),
     ),
     WrongAnswer(
         "9.1",

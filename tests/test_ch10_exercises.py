@@ -6,7 +6,8 @@ import torch
 import wrong_answers
 from wrong_answers import WrongAnswer
 
-from workbook import checking, troubleshooting
+from workbook.chapters import troubleshooting
+from workbook.course import checking
 from workbook.exercises import ch10
 
 

@@ -8,11 +8,11 @@ import triton.language as tl
 import wrong_answers
 from wrong_answers import WrongAnswer
 
-from workbook import checking
-from workbook import triton_kernels as tk
+from workbook.course import checking
 from workbook.exercises import ch11
+from workbook.ops import triton_kernels as tk
 
-# Importing workbook.triton_kernels turned on Triton's interpreter where there is no GPU; @triton.jit reads
+# Importing workbook.ops.triton_kernels turned on Triton's interpreter where there is no GPU; @triton.jit reads
 # that switch when it wraps each kernel below, after every import.
 
 # ---- 11.1 a masked elementwise kernel ---------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """Chapter 11's Triton kernels against the workbook's references, their argument checks, and their two
-registrations. Without a GPU every kernel runs in Triton's interpreter (workbook.triton_kernels turns it on)."""
+registrations. Without a GPU every kernel runs in Triton's interpreter (workbook.ops.triton_kernels turns it on)."""
 
 import os
 
 import pytest
 import torch
 
-from workbook import lltm, scatter_reference
-from workbook import triton_kernels as tk
+from workbook.ops import lltm, scatter_reference
+from workbook.ops import triton_kernels as tk
 
 
 def test_without_a_gpu_the_kernels_are_interpreted():
@@ -82,7 +82,7 @@ def test_tracing_into_the_triton_op_needs_compiled_kernels():
 
 
 def test_the_doctor_names_a_triton_whose_interpreter_does_not_run(monkeypatch):
-    from workbook import doctor
+    from workbook.diagnostics import doctor
 
     monkeypatch.setattr(doctor, "_run", lambda *command: None)
     finding = doctor.check_triton()

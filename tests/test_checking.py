@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from workbook.checking import (
+from workbook.course.checking import (
     FAILED,
     NOT_ATTEMPTED,
     PASSED,

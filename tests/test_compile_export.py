@@ -7,7 +7,10 @@ import torch
 import torch._dynamo.testing
 from torch.export import Dim
 
-from workbook import build, gpu_report, lltm, scatter, successor, torchscript
+from workbook import build
+from workbook.chapters import torch_library_compile_export
+from workbook.diagnostics import gpu_report
+from workbook.ops import lltm, scatter, warp_perspective
 
 # Compiling a package (when build/ch08 has none yet) runs torch code that calls torch.jit APIs and
 # warns that TorchScript is deprecated; this file uses no TorchScript of its own.
@@ -45,7 +48,9 @@ def cell_package(cell):
     exported = torch.export.export(
         cell, tuple(cell_inputs(8)), dynamic_shapes={"input": {0: batch}, "old_h": {0: batch}, "old_cell": {0: batch}}
     )
-    return successor.package(exported, "lltm_cell")  # the notebook's package: the same program, compiled once
+    return torch_library_compile_export.package(
+        exported, "lltm_cell"
+    )  # the notebook's package: the same program, compiled once
 
 
 def eager(cell, inputs):
@@ -71,29 +76,29 @@ def test_package_key_follows_the_program_and_its_weights(cell):
     with torch.no_grad():
         other_weights.bias[0] += 1
     changed = torch.export.export(other_weights, tuple(cell_inputs(8)), dynamic_shapes=dynamic)
-    assert successor.program_key(first) == successor.program_key(again)
-    assert successor.program_key(first) != successor.program_key(static)
-    assert successor.program_key(first) != successor.program_key(changed)
+    assert torch_library_compile_export.program_key(first) == torch_library_compile_export.program_key(again)
+    assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(static)
+    assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(changed)
 
 
 def test_cpp_program_runs_the_package(cell, cell_package):
     inputs = cell_inputs(5)
-    run = successor.run_aoti_app(cell_package, inputs, libraries=[lltm.ops_library()])
+    run = torch_library_compile_export.run_aoti_app(cell_package, inputs, libraries=[lltm.ops_library()])
     assert "outputs: 2" in run.stdout
-    got = successor.read_outputs(cell_package)
+    got = torch_library_compile_export.read_outputs(cell_package)
     assert len(got) == 2
     for actual, expected in zip(got, eager(cell, inputs)):
         assert torch.equal(actual, expected)
 
 
 def test_cpp_program_names_the_missing_op(cell_package):
-    run = successor.run_aoti_app(cell_package, cell_inputs(2), check=False)
+    run = torch_library_compile_export.run_aoti_app(cell_package, cell_inputs(2), check=False)
     assert run.returncode == 1
     assert "Could not find schema for wb_lltm::lltm_forward" in run.stderr
 
 
 def test_cpp_program_explains_bad_arguments(cell_package, tmp_path):
-    app = str(successor.aoti_app())
+    app = str(torch_library_compile_export.aoti_app())
     usage = subprocess.run([app], capture_output=True, text=True)
     assert usage.returncode == 2 and "usage:" in usage.stderr
 
@@ -115,8 +120,8 @@ def test_cpp_program_explains_bad_arguments(cell_package, tmp_path):
 def test_message_passing_layer_compiles_as_one_graph():
     scatter.load()
     torch.manual_seed(0)
-    layer = successor.MessagePassing(8)
-    x, edge_index = successor.make_graph(12, 40, 8)
+    layer = torch_library_compile_export.MessagePassing(8)
+    x, edge_index = torch_library_compile_export.make_graph(12, 40, 8)
     explanation = torch._dynamo.explain(layer)(x, edge_index)
     assert (explanation.graph_count, explanation.graph_break_count) == (1, 0)
 
@@ -134,8 +139,8 @@ def test_message_passing_layer_compiles_as_one_graph():
 
 def test_a_node_without_in_edges_gets_a_zero_row():
     scatter.load()
-    layer = successor.MessagePassing(4)
-    x, edge_index = successor.make_graph(5, 30, 4)
+    layer = torch_library_compile_export.MessagePassing(4)
+    x, edge_index = torch_library_compile_export.make_graph(5, 30, 4)
     assert not (edge_index[1] == 4).any()
     with torch.no_grad():
         output = layer(x, edge_index)
@@ -145,7 +150,7 @@ def test_a_node_without_in_edges_gets_a_zero_row():
 
 
 def test_a_model_holding_a_tensor_stack_exports():
-    torchscript.load_ops()
+    warp_perspective.load_ops()
 
     class AddTop(torch.nn.Module):
         def __init__(self):
@@ -169,7 +174,7 @@ def count_compilations(layer, sizes, **options):
     counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
     compiled = torch.compile(layer, backend=counter, fullgraph=True, **options)
     for nodes, edges in sizes:
-        x, edge_index = successor.make_graph(nodes, edges, 8, seed=nodes)
+        x, edge_index = torch_library_compile_export.make_graph(nodes, edges, 8, seed=nodes)
         torch.testing.assert_close(compiled(x, edge_index), layer(x, edge_index))
     return counter.frame_count
 
@@ -180,29 +185,29 @@ SIZES = [(40, 160), (60, 200), (90, 400)]
 def test_dynamic_shapes_compile_once_for_any_node_count():
     scatter.load()
     torch.manual_seed(0)
-    layer = successor.MessagePassing(8)
+    layer = torch_library_compile_export.MessagePassing(8)
     assert count_compilations(layer, SIZES, dynamic=True) == 1
 
 
 def test_an_int_dim_size_recompiles_for_every_node_count():
     """What the schema said before: `int? dim_size` turns the node count back into a number."""
-    ops = successor.int_schema_ops()
+    ops = torch_library_compile_export.int_schema_ops()
     assert "int? dim_size" in str(ops.scatter_mean.default._schema)
     torch.manual_seed(0)
-    layer = successor.MessagePassing(8, ops=ops)
+    layer = torch_library_compile_export.MessagePassing(8, ops=ops)
     assert count_compilations(layer, SIZES[:2], dynamic=True) == 2
 
 
 def test_export_keeps_the_node_count_symbolic():
     scatter.load()
     torch.manual_seed(0)
-    layer = successor.MessagePassing(8).eval()
-    example = successor.make_graph(12, 40, 8)
+    layer = torch_library_compile_export.MessagePassing(8).eval()
+    example = torch_library_compile_export.make_graph(12, 40, 8)
     exported = torch.export.export(layer, example, dynamic_shapes={"x": {0: Dim("nodes")}, "edge_index": {1: Dim("e")}})
     dim_sizes = [node.args[3] for node in exported.graph.nodes if str(node.target).startswith("wb_scatter.")]
     assert dim_sizes and all(isinstance(size, torch.fx.Node) for size in dim_sizes)  # a symbol, not a number
     for nodes, edges in [(3, 1), (200, 1500)]:
-        x, edge_index = successor.make_graph(nodes, edges, 8, seed=nodes)
+        x, edge_index = torch_library_compile_export.make_graph(nodes, edges, 8, seed=nodes)
         with torch.no_grad():
             torch.testing.assert_close(exported.module()(x, edge_index), layer(x, edge_index))
 
@@ -211,19 +216,19 @@ def test_export_keeps_the_node_count_symbolic():
 
 
 def neighbour_inputs(nodes=50, edges=400, seed=5):
-    return list(successor.make_graph(nodes, edges, 16, seed=seed))
+    return list(torch_library_compile_export.make_graph(nodes, edges, 16, seed=seed))
 
 
 @pytest.fixture(scope="module")
 def neighbour_package():
     """The chapter's NeighbourSum package: float32 x of 16 features, any number (>= 1) of nodes and edges."""
-    model = successor.NeighbourSum()
+    model = torch_library_compile_export.NeighbourSum()
     exported = torch.export.export(
         model,
         tuple(neighbour_inputs(8, 30, seed=4)),
         dynamic_shapes={"x": {0: Dim("nodes", min=1)}, "edge_index": {1: Dim("edges")}},
     )
-    return successor.package(exported, "neighbour_sum")  # the notebook's package
+    return torch_library_compile_export.package(exported, "neighbour_sum")  # the notebook's package
 
 
 def bad_inputs():
@@ -244,7 +249,7 @@ def bad_inputs():
 def test_a_package_fed_the_wrong_dtype_runs_and_computes_garbage(neighbour_package):
     x, edge_index = neighbour_inputs()
     unchecked = torch._inductor.aoti_load_package(str(neighbour_package))
-    expected = successor.NeighbourSum()(x, edge_index)
+    expected = torch_library_compile_export.NeighbourSum()(x, edge_index)
     assert torch.equal(unchecked(x, edge_index), expected)
     wrong = unchecked(x.double(), edge_index)  # no error: float64 bytes read as float32
     assert wrong.dtype == torch.float32 and not torch.allclose(wrong, expected)
@@ -263,7 +268,7 @@ def test_aoti_runtime_check_inputs_catches_the_wrong_dtype(neighbour_package, mo
 @pytest.mark.parametrize("case", ["dtype", "rank", "size", "layout", "index"])
 def test_the_package_refuses_bad_inputs_in_python(neighbour_package, case):
     inputs, words = bad_inputs()[case]
-    loaded = successor.load_package(neighbour_package)
+    loaded = torch_library_compile_export.load_package(neighbour_package)
     with pytest.raises((ValueError, RuntimeError)) as refused:
         loaded(*inputs)
     assert all(word in str(refused.value) for word in words), str(refused.value)
@@ -273,7 +278,7 @@ def test_the_package_refuses_bad_inputs_in_python(neighbour_package, case):
 def test_the_cpp_program_refuses_bad_inputs(neighbour_package, case):
     inputs, words = bad_inputs()[case]
     library = build.build_directory(scatter.NAME) / f"{scatter.NAME}.so"  # scatter.load() built it
-    run = successor.run_aoti_app(neighbour_package, inputs, libraries=[library], check=False)
+    run = torch_library_compile_export.run_aoti_app(neighbour_package, inputs, libraries=[library], check=False)
     assert run.returncode == 1 and "error: " in run.stderr, run.stderr
     message = run.stderr.split("error: ", 1)[1]
     cpp_words = [word.replace("float64", "Double").replace("float32", "Float") for word in words]
@@ -283,15 +288,21 @@ def test_the_cpp_program_refuses_bad_inputs(neighbour_package, case):
 def test_the_cpp_program_runs_good_inputs_of_new_sizes(neighbour_package):
     library = build.build_directory(scatter.NAME) / f"{scatter.NAME}.so"
     inputs = neighbour_inputs(nodes=3, edges=2, seed=6)
-    successor.run_aoti_app(neighbour_package, inputs, libraries=[library])
-    assert torch.equal(successor.read_outputs(neighbour_package)[0], successor.NeighbourSum()(*inputs))
+    torch_library_compile_export.run_aoti_app(neighbour_package, inputs, libraries=[library])
+    assert torch.equal(
+        torch_library_compile_export.read_outputs(neighbour_package)[0],
+        torch_library_compile_export.NeighbourSum()(*inputs),
+    )
 
 
 def test_the_contract_round_trips_through_the_metadata(neighbour_package):
-    contract = successor.load_package(neighbour_package).contract
+    contract = torch_library_compile_export.load_package(neighbour_package).contract
     assert [entry["name"] for entry in contract] == ["x", "edge_index"]
-    assert contract[0]["sizes"] == [(1, successor.UNBOUNDED), (16, 16)]
-    assert contract[1]["dtype"] == torch.int64 and contract[1]["sizes"] == [(2, 2), (0, successor.UNBOUNDED)]
+    assert contract[0]["sizes"] == [(1, torch_library_compile_export.UNBOUNDED), (16, 16)]
+    assert contract[1]["dtype"] == torch.int64 and contract[1]["sizes"] == [
+        (2, 2),
+        (0, torch_library_compile_export.UNBOUNDED),
+    ]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs (mode='reduce-overhead') need a CUDA GPU")
@@ -301,13 +312,13 @@ def test_reduce_overhead_matches_eager_on_the_gpu():
 
 def test_kernels_of_and_the_dispatcher_figure():
     scatter.load()
-    assert successor.kernels_of("wb_scatter::scatter_sum")[:2] == ["Autograd", "CPU"]
-    assert "fake (Python)" in successor.kernels_of("wb_scatter::scatter_sum")
+    assert torch_library_compile_export.kernels_of("wb_scatter::scatter_sum")[:2] == ["Autograd", "CPU"]
+    assert "fake (Python)" in torch_library_compile_export.kernels_of("wb_scatter::scatter_sum")
 
     import matplotlib
 
     matplotlib.use("Agg")
-    figure = successor.dispatcher_figure()
+    figure = torch_library_compile_export.dispatcher_figure()
     texts = " ".join(text.get_text() for text in figure.axes[0].texts)
     for part in ("schema", "SymInt? dim_size", "Autograd", "CPU kernel", "CUDA kernel", "register_fake", "Meta key"):
         assert part in texts
@@ -318,9 +329,9 @@ def test_the_stable_abi_and_migration_figures_name_their_parts():
     import matplotlib
 
     matplotlib.use("Agg")
-    stable = " ".join(text.get_text() for text in successor.stable_abi_figure().axes[0].texts)
+    stable = " ".join(text.get_text() for text in torch_library_compile_export.stable_abi_figure().axes[0].texts)
     for part in ("wb_scatter_stable", "autograd::Function", "aoti_torch_", "abi3", "libtorch_cpu.so"):
         assert part in stable
-    migration = " ".join(text.get_text() for text in successor.migration_figure().axes[0].texts)
+    migration = " ".join(text.get_text() for text in torch_library_compile_export.migration_figure().axes[0].texts)
     for part in ("torch.jit.script", "torch.export.export", "AOTIModelPackageLoader", "RTLD_GLOBAL", "--no-as-needed"):
         assert part in migration

@@ -1,4 +1,4 @@
-"""workbook.compile_times: per-translation-unit compile times from ninja logs (synthetic logs here), and the
+"""workbook.diagnostics.compile_times: per-translation-unit compile times from ninja logs (synthetic logs here), and the
 cached cold compile cost of a source (a fake compiler here, and one trivial real compile)."""
 
 import json
@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from workbook import compile_times
+from workbook.diagnostics import compile_times
 
 LOG = (
     "# ninja log v5\n"

@@ -1,6 +1,6 @@
 """Compile-only check of every CUDA kernel in csrc/ (no GPU needed), and of the checker itself.
 
-Each .cu under csrc/ is compiled with nvcc against torch's headers (workbook.cuda_check): a syntax or
+Each .cu under csrc/ is compiled with nvcc against torch's headers (workbook.diagnostics.cuda_check): a syntax or
 type error in any kernel fails its test here, on a machine without a GPU. Results are cached under
 build/cuda_check/, so a rerun with unchanged sources costs seconds, not minutes. Skipped only where
 nvcc is absent.
@@ -13,8 +13,11 @@ import sys
 import nbformat
 import pytest
 
-from workbook import REPO_ROOT, cuda_check, generate, relative_to_repo
-from workbook.checking import FAILED, NOT_ATTEMPTED, PASSED
+from workbook import REPO_ROOT, relative_to_repo
+from workbook.build import errors
+from workbook.course import generate
+from workbook.course.checking import FAILED, NOT_ATTEMPTED, PASSED
+from workbook.diagnostics import cuda_check
 from workbook.exercises import ch05
 
 needs_nvcc = pytest.mark.skipif(cuda_check.find_nvcc() is None, reason=cuda_check.nvcc_missing_reason())
@@ -113,7 +116,14 @@ def test_the_command_line_reports_and_fails_on_a_broken_kernel(tmp_path):
 
     def run(*files):
         return subprocess.run(
-            [sys.executable, "-m", "workbook.cuda_check", "--cache-dir", str(tmp_path / "cache"), *map(str, files)],
+            [
+                sys.executable,
+                "-m",
+                "workbook.diagnostics.cuda_check",
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                *map(str, files),
+            ],
             capture_output=True,
             text=True,
             cwd=tmp_path,
@@ -142,7 +152,7 @@ def test_first_error_keeps_the_source_excerpt():
         "\n"
         "a.cu(9): error: something else\n"
     )
-    assert cuda_check.first_nvcc_error(log).splitlines() == [
+    assert errors.first_compiler_error(log).splitlines() == [
         '    a.cu(5): error: identifier "y" is undefined',
         "        if (i < n) x[i] = a * y[i];",
         "                              ^",

@@ -13,8 +13,8 @@ import pytest
 import torch
 from cuda_device import divide_by_count_solution
 
-from workbook import cuda_emulation, lltm, scatter
-from workbook.cuda_emulation import rewrite_launches
+from workbook.ops import cuda_emulation, lltm, scatter
+from workbook.ops.cuda_emulation import rewrite_launches
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from typing import List
 import pytest
 import torch
 
-from workbook import torchscript
+from workbook.ops import warp_perspective
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:`torch\.jit\.\w+` is deprecated"
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module", autouse=True)
 def library():
-    return torchscript.load_ops()
+    return warp_perspective.load_ops()
 
 
 def test_methods_from_python():

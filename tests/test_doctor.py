@@ -2,7 +2,8 @@
 
 import pytest
 
-from workbook import doctor
+from workbook.build import opencv
+from workbook.diagnostics import doctor
 
 
 def test_this_machine_has_everything_the_workbook_requires():
@@ -15,7 +16,7 @@ def test_this_machine_has_everything_the_workbook_requires():
 @pytest.fixture
 def nothing_installed(monkeypatch):
     monkeypatch.setattr(doctor, "_run", lambda *command: None)
-    monkeypatch.setattr(doctor, "_opencv_header_dirs", lambda: [])
+    monkeypatch.setattr(opencv, "include_dirs", lambda: [])
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from workbook import torchscript
+from workbook import build
+from workbook.ops import example_app, warp_perspective
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:`torch\.jit\.\w+` is deprecated"
@@ -12,7 +13,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module")
 def library():
-    return torchscript.load_ops()
+    return warp_perspective.load_ops()
 
 
 class Rectify(torch.nn.Module):
@@ -55,31 +56,31 @@ def saved_models(library, inputs, tmp_path_factory):
 @pytest.mark.parametrize("variant", ["no_as_needed", "call_function", "dlopen"])
 @pytest.mark.parametrize("model", ["scripted.pt", "traced.pt"])
 def test_program_output_equals_python(library, saved_models, inputs, variant, model):
-    app = torchscript.example_app(variant)
+    app = example_app.build(variant)
     path = saved_models / model
-    result = torchscript.run_app(app, path, inputs, library=library if variant == "dlopen" else None)
+    result = example_app.run(app, path, inputs, library=library if variant == "dlopen" else None)
     assert "output: tensor of shape [12, 16]" in result.stdout
     expected = torch.jit.load(str(path))(*inputs)
-    assert torch.equal(torchscript.read_app_output(path), expected)
+    assert torch.equal(example_app.read_output(path), expected)
 
 
 def test_as_needed_drops_the_library_and_the_op_is_unknown(library, saved_models, inputs):
-    app = torchscript.example_app("as_needed")
-    result = torchscript.run_app(app, saved_models / "scripted.pt", inputs, check=False)
+    app = example_app.build("as_needed")
+    result = example_app.run(app, saved_models / "scripted.pt", inputs, check=False)
     assert result.returncode == 1
     assert "Unknown builtin op: workbook_cv::warp_perspective" in result.stderr
 
 
 def test_dlopen_variant_without_library_says_so(saved_models, inputs):
-    result = torchscript.run_app(torchscript.example_app("dlopen"), saved_models / "scripted.pt", inputs, check=False)
+    result = example_app.run(example_app.build("dlopen"), saved_models / "scripted.pt", inputs, check=False)
     assert result.returncode == 1
     assert "needs the op library's path" in result.stderr
 
 
 def test_custom_class_model_runs_in_the_program(library, saved_models, inputs):
     path = saved_models / "stack.pt"
-    result = torchscript.run_app(torchscript.example_app(), path, inputs)
-    items, size = torchscript.read_app_output(path)
+    result = example_app.run(example_app.build(), path, inputs)
+    items, size = example_app.read_output(path)
     expected_items, expected_size = torch.jit.load(str(path))(*inputs)
     assert size == expected_size == 2
     assert len(items) == 2 and all(torch.equal(a, b) for a, b in zip(items, expected_items))
@@ -87,10 +88,10 @@ def test_custom_class_model_runs_in_the_program(library, saved_models, inputs):
 
 
 def test_a_failed_cmake_configure_shows_cmake_s_error():
-    with pytest.raises(torchscript.BuildError, match="Set WORKBOOK_OPS_LIBRARY to the built op library"):
-        torchscript.cmake_build(
+    with pytest.raises(build.BuildError, match="Set WORKBOOK_OPS_LIBRARY to the built op library"):
+        build.cmake_build(
             "test_app_without_library",
-            torchscript.APP_SOURCE_DIR,
+            example_app.APP_SOURCE_DIR,
             options={"WORKBOOK_OPS_LIBRARY": "/no/such/library.so"},
         )
 
@@ -100,5 +101,5 @@ def test_a_failed_compile_shows_the_compiler_s_first_error(tmp_path):
         "cmake_minimum_required(VERSION 3.18)\nproject(broken LANGUAGES CXX)\nadd_library(broken SHARED broken.cpp)\n"
     )
     (tmp_path / "broken.cpp").write_text("int broken() { return undeclared_name; }\n")
-    with pytest.raises(torchscript.BuildError, match="'undeclared_name' was not declared"):
-        torchscript.cmake_build("test_broken_project", tmp_path)
+    with pytest.raises(build.BuildError, match="'undeclared_name' was not declared"):
+        build.cmake_build("test_broken_project", tmp_path)

@@ -7,7 +7,7 @@ are what the checks really print: "passed" for each solution, "not attempted yet
 import nbformat
 import pytest
 
-from workbook import generate
+from workbook.course import generate
 
 
 def _graded_cells(path):

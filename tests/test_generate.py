@@ -4,7 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
-from workbook import generate
+from workbook.course import generate
 
 PYTHON_CELL = """def f(x):
     y = x + 1
@@ -88,7 +88,7 @@ def test_notebooks_match_their_solutions(name):
     expected = generate.student_version(nbformat.read(generate.SOLUTIONS / f"{name}.ipynb", as_version=4))
     assert not generate.learner_edited(notebook), f"notebooks/{name}.ipynb was edited by hand"
     assert generate.cell_signature(notebook) == generate.cell_signature(expected), (
-        f"notebooks/{name}.ipynb is out of date: run  python -m workbook.generate --execute {name}"
+        f"notebooks/{name}.ipynb is out of date: run  python -m workbook.course.generate --execute {name}"
     )
 
 

@@ -12,7 +12,8 @@ import sys
 import nbformat
 import pytest
 
-from workbook import REPO_ROOT, build, generate
+from workbook import REPO_ROOT, build
+from workbook.course import generate
 
 LEARNER_FOLDERS = ("notebooks", "solutions", "csrc")
 MAKEFILE_TARGETS = re.findall(r"^([a-z][a-z-]*):", (REPO_ROOT / "Makefile").read_text(), re.MULTILINE)

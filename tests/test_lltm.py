@@ -8,9 +8,10 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbook import REPO_ROOT, build, lltm
-from workbook.checking import FAILED, NOT_ATTEMPTED, PASSED
+from workbook import REPO_ROOT, build
+from workbook.course.checking import FAILED, NOT_ATTEMPTED, PASSED
 from workbook.exercises import ch02
+from workbook.ops import lltm
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +142,7 @@ def test_modules_agree_over_a_sequence(ext):
 
 _RUN_OPS_LIBRARY = r"""
 import sys, torch
-from workbook import lltm
+from workbook.ops import lltm
 torch.ops.load_library(sys.argv[1])
 args = lltm.make_inputs(3, 4, 5, dtype=torch.float64, seed=11)
 new_h, new_cell, gates, X = torch.ops.wb_lltm.lltm_forward(*args)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, needs_two_gpus, on_device, side_stream
 
-from workbook import lltm
+from workbook.ops import lltm
 
 pytestmark = MARKS
 

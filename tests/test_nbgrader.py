@@ -9,10 +9,10 @@ from pathlib import Path
 import nbformat
 from nbgrader.api import Gradebook
 
-from workbook import generate
+from workbook.course import generate
 
 CONFIG = """
-from workbook.nbgrader_stubs import use_workbook_stubs
+from workbook.course.nbgrader_stubs import use_workbook_stubs
 c = get_config()
 c.CourseDirectory.course_id = "workbook"
 use_workbook_stubs(c)

@@ -19,7 +19,9 @@ import pytest
 import torch
 from torch.library import opcheck
 
-from workbook import build, lltm, scatter, successor, torchscript
+from workbook import build
+from workbook.chapters import torch_library_compile_export
+from workbook.ops import lltm, scatter, warp_perspective
 
 # torch.export of a module holding a TorchScript class calls a deprecated torch.jit function.
 pytestmark = pytest.mark.filterwarnings(
@@ -38,7 +40,7 @@ LLTM_DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16]
 @pytest.fixture(scope="module", autouse=True)
 def libraries():
     lltm.load_extension()
-    torchscript.load_ops()
+    warp_perspective.load_ops()
     build.load("wb_setup_check", ["csrc/setup_check/add_one.cpp"], is_python_module=False)
 
 
@@ -301,7 +303,7 @@ def scatter_sample(seed=0):
 
 
 def test_an_out_op_tagged_out_passes_opcheck_and_compiles():
-    out_ops = successor.mutating_ops()
+    out_ops = torch_library_compile_export.mutating_ops()
     assert torch.Tag.out in out_ops.scatter_sum_out.default.tags
     src, index, start = scatter_sample()
     assert opcheck(out_ops.scatter_sum_out.default, (src, index, 0), {"out": start.clone()}) == ALL_PASSED
@@ -318,7 +320,7 @@ def test_an_out_op_tagged_out_passes_opcheck_and_compiles():
 
 def test_an_accumulating_op_tagged_out_is_caught():
     """scatter_sum_into reads out (it adds to it): tagged out, compiled code hands it uninitialised memory."""
-    out_ops = successor.mutating_ops()
+    out_ops = torch_library_compile_export.mutating_ops()
     src, index, start = scatter_sample(1)
     previous = torch.are_deterministic_algorithms_enabled()
     torch.use_deterministic_algorithms(True)  # uninitialised memory is filled with NaN: a stable result
@@ -333,7 +335,7 @@ def test_an_accumulating_op_tagged_out_is_caught():
 
 
 def test_a_maybe_out_op_runs_eagerly_and_is_refused_by_torch_compile():
-    out_ops = successor.mutating_ops()
+    out_ops = torch_library_compile_export.mutating_ops()
     src, index, start = scatter_sample(2)
     assert torch.equal(out_ops.scatter_sum_maybe(src, index, 0), scatter.scatter_sum(src, index, 0))
     out = start.clone()
@@ -383,7 +385,7 @@ def test_lltm_under_autocast_computes_in_bfloat16():
 
 
 def test_set_python_module_names_the_module_with_the_fake_kernels():
-    """A process that loads the LLTM op library without workbook.lltm is told which module to import."""
+    """A process that loads the LLTM op library without workbook.ops.lltm is told which module to import."""
     code = (
         "import sys, torch\n"
         "torch.ops.load_library(sys.argv[1])\n"
@@ -394,4 +396,4 @@ def test_set_python_module_names_the_module_with_the_fake_kernels():
         "    print(error)\n"
     )
     run = subprocess.run([sys.executable, "-c", code, str(lltm.ops_library())], capture_output=True, text=True)
-    assert "could not find the fake impl" in run.stdout and "import the 'workbook.lltm'" in run.stdout, run
+    assert "could not find the fake impl" in run.stdout and "import the 'workbook.ops.lltm'" in run.stdout, run

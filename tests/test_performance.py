@@ -1,4 +1,4 @@
-"""workbook.performance: chapter 09's side-by-side timing, op counts and plots (tiny statements, no scatter
+"""workbook.chapters.performance: chapter 09's side-by-side timing, op counts and plots (tiny statements, no scatter
 build)."""
 
 import time
@@ -8,7 +8,8 @@ import torch
 from IPython.display import Image
 from torch.utils import benchmark
 
-from workbook import compile_times, performance
+from workbook.chapters import performance
+from workbook.diagnostics import compile_times
 
 
 def test_side_by_side_times_in_turn_and_keeps_each_statements_best_round():

@@ -1,4 +1,4 @@
-"""A learner's progress: checks run in notebooks/ keep a record, and `python -m workbook.progress` shows it."""
+"""A learner's progress: checks run in notebooks/ keep a record, and `python -m workbook.course.progress` shows it."""
 
 import json
 import os
@@ -11,7 +11,8 @@ import time
 import pytest
 from jupyter_client.manager import start_new_kernel
 
-from workbook import REPO_ROOT, checking, progress
+from workbook import REPO_ROOT
+from workbook.course import checking, progress
 
 CHAPTER = "01_python_extensions"
 
@@ -153,7 +154,7 @@ def test_the_table_reads_no_heavy_module_and_a_fresh_clone_has_nothing_checked(t
         """
         import sys, time
         start = time.perf_counter()
-        from workbook import progress
+        from workbook.course import progress
         progress.main([])
         heavy = sorted(m for m in ("torch", "nbformat", "IPython", "jupyter_client", "numpy") if m in sys.modules)
         print(f"heavy modules: {heavy}; {time.perf_counter() - start:.3f} s")
@@ -203,7 +204,7 @@ def test_a_missing_notebook_and_a_renamed_one_are_named(repo):
     (repo / "notebooks" / f"{CHAPTER}.ipynb").rename(repo / "notebooks" / "my_chapter_01.ipynb")
     shown = table(repo)
     assert "notebooks/01_python_extensions.ipynb is missing (renamed or deleted?)" in shown
-    assert "python -m workbook.generate 01_python_extensions" in shown
+    assert "python -m workbook.course.generate 01_python_extensions" in shown
     assert "The record holds 1 check of notebooks/01_python_extensions.ipynb, which is not there any more" in shown
     assert "my_chapter_01\n" in shown and row(shown, "1.1 GatedUnit backward").endswith("not checked yet")
 
@@ -258,7 +259,7 @@ def test_two_processes_writing_at_once_lose_nothing(tmp_path):
         f"""
         import sys, time
         from pathlib import Path
-        from workbook import progress
+        from workbook.course import progress
         Path({str(tmp_path)!r}, "ready-" + sys.argv[1]).touch()
         while not Path({str(go)!r}).exists():
             time.sleep(0.01)

@@ -5,7 +5,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from workbook import scatter as S
+from workbook.ops import scatter as S
 
 OPS = ["sum", "mean", "min", "max"]
 
@@ -452,7 +452,7 @@ def test_huge_dim_size_is_named():
 
 
 @pytest.mark.parametrize("reduce", ["prod", "Sum", None, ["max"]])
-@pytest.mark.parametrize("wrapper", [S.scatter, S._python_half.scatter], ids=["workbook.scatter", "wb_scatter.ops"])
+@pytest.mark.parametrize("wrapper", [S.scatter, S._python_half.scatter], ids=["workbook.ops.scatter", "wb_scatter.ops"])
 def test_unknown_reduce_is_a_value_error_naming_reduce(wrapper, reduce):
     with pytest.raises(ValueError, match=r"reduce must be 'sum', 'mean', 'min' or 'max', got"):
         wrapper(SRC, INDEX, 0, reduce=reduce)

@@ -19,9 +19,9 @@ from cuda_device import (
     side_stream,
 )
 
-from workbook import scatter
-from workbook.checking import FAILED, PASSED
+from workbook.course.checking import FAILED, PASSED
 from workbook.exercises import ch05
+from workbook.ops import scatter
 
 pytestmark = MARKS
 

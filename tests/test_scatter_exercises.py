@@ -4,7 +4,7 @@ what is wrong.
 
 The solutions are the exercise cells of solutions/03_cpp_autograd.ipynb and
 solutions/04_building_and_packaging.ipynb, run here as they are (the C++ ones build through
-workbook.scatter.load_inline_ops, reusing the notebook's build). The C++ wrong answers of 3.1 and 3.2 are
+workbook.ops.fresh_namespace.ops, reusing the notebook's build). The C++ wrong answers of 3.1 and 3.2 are
 ops of one library (WRONG_CPP), built once.
 """
 
@@ -16,8 +16,11 @@ import torch
 import wrong_answers
 from wrong_answers import WrongAnswer
 
-from workbook import build, generate, lltm, scatter
+from workbook import build
+from workbook.build import fresh_namespace
+from workbook.course import generate
 from workbook.exercises import ch03, ch04
+from workbook.ops import lltm, scatter
 
 
 def run_solution_cell(chapter, grade_id):
@@ -383,7 +386,7 @@ def test_app_cmake_check_wants_find_package_before_its_use_and_reports_the_stub(
 @functools.cache
 def wrong_ops():
     scatter.load()  # the wrong scatter_means call the library's ops
-    return scatter.load_inline_ops("wb_wrong_ch03", WRONG_CPP, no_implicit_headers=True)
+    return fresh_namespace.ops("wb_wrong_ch03", WRONG_CPP)
 
 
 def wrong_cpp(check, name):

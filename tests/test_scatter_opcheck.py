@@ -12,7 +12,7 @@ per op and overload, in both packages.
 import pytest
 import torch
 
-from workbook import scatter
+from workbook.ops import scatter
 
 OPS = ["scatter_sum", "scatter_mean", "scatter_min", "scatter_max"]
 

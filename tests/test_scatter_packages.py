@@ -35,8 +35,8 @@ from test_scatter import (
 )
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from workbook import scatter as S
-from workbook import stable
+from workbook.ops import scatter as S
+from workbook.ops import scatter_stable
 
 OPS = ["sum", "mean", "min", "max"]
 ARG_REDUCE = ("min", "max")
@@ -61,8 +61,8 @@ class Package:
 def load(name) -> Package:
     if name == "wb_scatter":
         S.load()
-        return Package(name, S)  # workbook.scatter: wb_scatter/ops.py's functions over the JIT build
-    stable.load()
+        return Package(name, S)  # workbook.ops.scatter: wb_scatter/ops.py's functions over the JIT build
+    scatter_stable.load()
     import wb_scatter_stable
 
     return Package(name, wb_scatter_stable)
@@ -662,7 +662,7 @@ def _out_is_src(package, op):
 
 def message(error) -> str:
     """The error's message as the user reads it, without STD_TORCH_CHECK's "function, file:line, " prefix."""
-    return stable.error_text(error).splitlines()[0]
+    return scatter_stable.error_text(error).splitlines()[0]
 
 
 @pytest.mark.parametrize("op", OPS)

@@ -14,7 +14,7 @@ import subprocess
 import pytest
 import torch
 
-from workbook import scatter as S
+from workbook.ops import scatter as S
 
 
 @pytest.fixture(scope="module")

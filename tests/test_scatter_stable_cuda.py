@@ -3,7 +3,7 @@ against the package's CPU kernel and against the ATen package on the device, the
 and gradcheck on the device, the current stream (obtained through the C shim), ties and NaN, the 8- and 16-bit
 atomics, empty inputs, bad input, the second GPU.
 
-Skipped without a CUDA GPU (or where CUDA extensions cannot be built); `python -m workbook.gpu_report` runs them.
+Skipped without a CUDA GPU (or where CUDA extensions cannot be built); `python -m workbook.diagnostics.gpu_report` runs them.
 WORKBOOK_CUDA_TESTS_DEVICE=cpu is a dry run of the tests' own logic on the CPU (tests/cuda_device.py).
 """
 
@@ -12,7 +12,7 @@ import torch
 from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, needs_two_gpus, side_stream
 from test_scatter_cuda import as_tuple, assert_equal, integer_valued
 
-from workbook import scatter, stable
+from workbook.ops import scatter, scatter_stable
 
 pytestmark = MARKS
 OPS = ["sum", "mean", "min", "max"]
@@ -21,7 +21,7 @@ OPS = ["sum", "mean", "min", "max"]
 @pytest.fixture(scope="module", autouse=True)
 def packages():
     scatter.load()
-    stable.load()
+    scatter_stable.load()
 
 
 def op(name):
@@ -166,7 +166,7 @@ def test_bad_index_gives_the_aten_kernels_message_and_the_device_stays_usable(na
         device_out = None if out is None else out.to(DEVICE)
         with pytest.raises(RuntimeError, match="index") as error:
             function(torch.ones(4, device=DEVICE), index.to(DEVICE), 0, device_out, dim_size)
-        messages.append(stable.error_text(error.value).splitlines()[0])
+        messages.append(scatter_stable.error_text(error.value).splitlines()[0])
     assert messages[0] == messages[1]
     # the kernel skips a bad value instead of a device-side assert, so the device still computes
     got, expected = run_both(name, torch.ones(4), torch.tensor([0, 1, 2, 1]), dim=0, dim_size=3)

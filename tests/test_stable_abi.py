@@ -12,16 +12,17 @@ import pytest
 import torch
 from test_scatter import with_threads
 
-from workbook import cuda_check, stable
-from workbook import scatter as S
+from workbook.diagnostics import cuda_check
+from workbook.ops import scatter as S
+from workbook.ops import scatter_stable
 
-CUDA_SOURCE = stable.SOURCE / "cuda" / "scatter_stable_cuda.cu"
+CUDA_SOURCE = scatter_stable.SOURCE / "cuda" / "scatter_stable_cuda.cu"
 
 
 @pytest.fixture(scope="module", autouse=True)
 def ops():
     S.load()  # the ATen build, for contrast in test_the_library_imports_only_the_c_shim_from_torch
-    return stable.load()
+    return scatter_stable.load()
 
 
 def test_out_of_range_error_names_the_first_bad_value_whatever_the_threads():
@@ -31,7 +32,7 @@ def test_out_of_range_error_names_the_first_bad_value_whatever_the_threads():
         with pytest.raises(RuntimeError) as error:
             with_threads(threads, lambda: torch.ops.wb_scatter_stable.scatter_sum(torch.ones(200_000), index, 0, 3))
         # error_text drops STD_TORCH_CHECK's "function, /path/file.cpp:LINE, " prefix
-        assert stable.error_text(error.value) == (
+        assert scatter_stable.error_text(error.value) == (
             "index value 7 at position 3 along dim is out of range: index values must lie in [0, dim_size) = [0, 3)"
         )
 
@@ -40,24 +41,24 @@ def test_out_of_range_error_names_the_first_bad_value_whatever_the_threads():
 
 
 def test_an_unchanged_source_tree_is_neither_rebuilt_nor_reinstalled():
-    wheel, library = stable.wheel_path(), next((stable.SITE / "wb_scatter_stable").glob("_C*.so"))
+    wheel, library = scatter_stable.wheel_path(), next((scatter_stable.SITE / "wb_scatter_stable").glob("_C*.so"))
     before = wheel.stat().st_mtime_ns, library.stat().st_mtime_ns
-    stable.install()
+    scatter_stable.install()
     assert (wheel.stat().st_mtime_ns, library.stat().st_mtime_ns) == before
 
 
 def test_the_wheel_is_tagged_abi3():
-    assert re.fullmatch(r"cp3\d+-abi3-[a-z0-9_]+", stable.wheel_tag()), stable.wheel_tag()
+    assert re.fullmatch(r"cp3\d+-abi3-[a-z0-9_]+", scatter_stable.wheel_tag()), scatter_stable.wheel_tag()
 
 
 def test_the_library_needs_neither_libpython_nor_libtorch_python():
-    needed = stable.library_dependencies()
+    needed = scatter_stable.library_dependencies()
     assert any(name.startswith("libtorch_cpu") for name in needed), needed
     assert not any(name.startswith(("libpython", "libtorch_python")) for name in needed), needed
 
 
 def test_the_library_imports_only_the_c_shim_from_torch():
-    stable_imports, aten_imports = stable.torch_imports("stable"), stable.torch_imports("aten")
+    stable_imports, aten_imports = scatter_stable.torch_imports("stable"), scatter_stable.torch_imports("aten")
     assert "torch_parallel_for" in stable_imports["c"] and stable_imports["c++"] == []
     # the ATen build of the same ops, for contrast: C++ symbols of one torch build
     assert any(name.startswith("c10::") for name in aten_imports["c++"]), aten_imports
@@ -66,7 +67,7 @@ def test_the_library_imports_only_the_c_shim_from_torch():
 def test_a_second_copy_of_the_library_is_refused_not_loaded(tmp_path):
     """Loading another copy of the library would kill the process; the package raises ImportError instead."""
     other_copy = tmp_path / "other_copy.so"
-    other_copy.write_bytes(next((stable.SITE / "wb_scatter_stable").glob("_C*.so")).read_bytes())
+    other_copy.write_bytes(next((scatter_stable.SITE / "wb_scatter_stable").glob("_C*.so")).read_bytes())
     code = (
         "import torch\n"
         f"torch.ops.load_library({str(other_copy)!r})\n"
@@ -75,7 +76,7 @@ def test_a_second_copy_of_the_library_is_refused_not_loaded(tmp_path):
         "except ImportError as error:\n"
         "    print(str(error).split(';')[0])\n"
     )
-    printed = S.run_python(code, path=stable.SITE)
+    printed = S.run_python(code, path=scatter_stable.SITE)
     assert printed.strip() == (
         "the wb_scatter_stable ops are already registered in this process by another copy of the library"
     )
@@ -88,11 +89,11 @@ def test_ninja_log_times_reads_the_last_entry_of_each_output(tmp_path):
         "5\t9005\t1\ta/scatter_cpu.o\tf01\n"
         "0\t500\t2\ta/scatter.o\tf02\n"  # rebuilt later (a ccache hit, say)
     )
-    assert stable.ninja_log_times(tmp_path) == {"scatter.o": 0.5, "scatter_cpu.o": 9.0}
+    assert scatter_stable.ninja_log_times(tmp_path) == {"scatter.o": 0.5, "scatter_cpu.o": 9.0}
 
 
 def test_the_stable_build_targets_torch_2_10_and_python_3_10():
-    commands = stable.compile_commands("stable")
+    commands = scatter_stable.compile_commands("stable")
     assert sorted(Path(entry["file"]).name for entry in commands) == ["scatter_stable.cpp", "scatter_stable_cpu.cpp"]
     for entry in commands:
         assert "-DTORCH_TARGET_VERSION=0x020a000000000000" in entry["command"]
@@ -100,12 +101,14 @@ def test_the_stable_build_targets_torch_2_10_and_python_3_10():
 
 
 def test_compile_times_lists_both_stable_translation_units():
-    assert set(stable.compile_times()["stable"]) >= {"scatter_stable.o", "scatter_stable_cpu.o"}
+    assert set(scatter_stable.compile_times()["stable"]) >= {"scatter_stable.o", "scatter_stable_cpu.o"}
 
 
 def test_the_cuda_source_targets_the_same_stable_abi_as_the_build():
-    """workbook.cuda_check compiles the .cu without the build's flags, so the file states the target itself."""
-    target = re.search(r'TORCH_TARGET_VERSION = "(0x[0-9a-f]+)"', (stable.SOURCE / "setup.py").read_text()).group(1)
+    """workbook.diagnostics.cuda_check compiles the .cu without the build's flags, so the file states the target itself."""
+    target = re.search(
+        r'TORCH_TARGET_VERSION = "(0x[0-9a-f]+)"', (scatter_stable.SOURCE / "setup.py").read_text()
+    ).group(1)
     assert re.search(rf"#define TORCH_TARGET_VERSION {target}ULL\b", CUDA_SOURCE.read_text())
 
 

@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from workbook import REPO_ROOT, generate, suite_groups
+from workbook import REPO_ROOT
+from workbook.course import generate, suite_groups
 
 
 def test_both_copies_of_a_chapter_share_a_group():

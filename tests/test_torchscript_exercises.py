@@ -15,8 +15,10 @@ import torch
 import wrong_answers
 from wrong_answers import WrongAnswer
 
-from workbook import checking, fresh_library, generate, torchscript
+from workbook.build import fresh_namespace
+from workbook.course import checking, generate
 from workbook.exercises import ch06, ch07
+from workbook.ops import warp_perspective
 
 pytestmark = pytest.mark.filterwarnings(
     r"ignore:`torch\.jit\.\w+` is deprecated"
@@ -212,7 +214,7 @@ TORCH_LIBRARY_IMPL(workbook_cv, CPU, m) {
 TORCH_LIBRARY(workbook_ch07, m) {
   register_recent_strings<kKeeps>(m, "RecentStrings");
 }
-TORCH_LIBRARY(workbook_exercise_mistakes, m) {
+TORCH_LIBRARY(NAMESPACE, m) {
   m.def("blur_sigma_ignored(Tensor image, int ksize, float sigma) -> Tensor", &blur<kSigmaIgnored>);
   m.def("blur_not_contiguous(Tensor image, int ksize, float sigma) -> Tensor", &blur<kNotContiguous>);
   m.def("blur_any_dtype(Tensor image, int ksize, float sigma) -> Tensor", &blur<kAnyDtype>);
@@ -236,7 +238,7 @@ TORCH_LIBRARY(workbook_exercise_mistakes, m) {
   register_recent_strings<kCommaJoinedState>(m, "CommaJoinedState");
   register_recent_strings<kSixCharacters>(m, "SixCharacters");
 }
-TORCH_LIBRARY_IMPL(workbook_exercise_mistakes, CPU, m) {
+TORCH_LIBRARY_IMPL(NAMESPACE, CPU, m) {
   m.impl("blur_stub", &blur<kStub>);
 }
 """
@@ -247,17 +249,16 @@ def libraries():
     load_libraries()
 
 
-def load_libraries():
-    torchscript.load_ops()
-    torchscript.load_library_source("test_torchscript_exercises", SOURCE, opencv=True)
+def load_libraries() -> str:
+    """Load the chapter's library and SOURCE's; return SOURCE's namespace."""
+    warp_perspective.load_ops()
+    return fresh_namespace.load("wb_test_mistakes", SOURCE, opencv=True)
 
 
 def mistake(name):
     """A wrong answer's operator or class from SOURCE's build (built and loaded on first use)."""
-    load_libraries()
-    return getattr(torch.ops.workbook_exercise_mistakes, name, None) or getattr(
-        torch.classes.workbook_exercise_mistakes, name
-    )
+    namespace = load_libraries()
+    return getattr(getattr(torch.ops, namespace), name, None) or getattr(getattr(torch.classes, namespace), name)
 
 
 def stub(*args, **kwargs):
@@ -306,7 +307,7 @@ def blur_reading_the_checks_reference(image, ksize, sigma):
 @functools.cache
 def blur_python_over_cpp():
     """The C++ stub kept, and a Python kernel calling cv2 registered over its CPU kernel."""
-    library = torch.library.Library("workbook_exercise_mistakes", "IMPL")
+    library = torch.library.Library(load_libraries(), "IMPL")
     with warnings.catch_warnings():  # "Overriding a previously registered kernel": what this answer does
         warnings.simplefilter("ignore")
         library.impl("blur_stub", blur_with_cv2_checked, "CPU")
@@ -503,17 +504,6 @@ def reverse_by_concatenation(tensors: List[torch.Tensor]) -> List[torch.Tensor]:
     return out
 
 
-def test_a_changed_library_is_refused_instead_of_aborting_the_process():
-    same = torchscript.load_library_source("test_torchscript_exercises", SOURCE, opencv=True)
-    assert same.exists()
-    with pytest.raises(RuntimeError, match="Restart the kernel"):
-        torchscript.load_library_source("test_torchscript_exercises", SOURCE + "// changed", opencv=True)
-
-
-# What it protects against (a second TORCH_LIBRARY for a namespace aborts the process) is chapter 06's cell that
-# loads two builds of workbook_cv into a throwaway process; nbval compares its stored SIGABRT and message.
-
-
 # ---- 6.1 and 7.1 in the notebooks: the stub, then a corrected library, in one process ---------------------
 
 
@@ -527,7 +517,7 @@ def notebook_string(chapter: str, grade_id: str, *, stub: bool) -> str:
 
 def test_a_corrected_gaussian_blur_loads_after_the_stub_without_a_restart():
     sources = [notebook_string("06_torchscript_custom_ops", "ch06-gaussian-blur", stub=stub) for stub in (True, False)]
-    stub_ops, solved_ops = (fresh_library.ops("workbook_blur", source, opencv=True) for source in sources)
+    stub_ops, solved_ops = (fresh_namespace.ops("workbook_blur", source, opencv=True) for source in sources)
     assert ch06.check_gaussian_blur(stub_ops.gaussian_blur).status == checking.NOT_ATTEMPTED
     assert ch06.check_gaussian_blur(solved_ops.gaussian_blur).passed
 
@@ -536,14 +526,14 @@ def test_a_corrected_recent_strings_loads_after_the_stub_without_a_restart():
     sources = [
         notebook_string("07_torchscript_custom_classes", "ch07-recent-strings", stub=stub) for stub in (True, False)
     ]
-    stub_classes, solved_classes = (fresh_library.classes("workbook_recent", source) for source in sources)
+    stub_classes, solved_classes = (fresh_namespace.classes("workbook_recent", source) for source in sources)
     assert ch07.check_recent_strings(stub_classes.RecentStrings).status == checking.NOT_ATTEMPTED
     assert ch07.check_recent_strings(solved_classes.RecentStrings).passed
 
 
 def test_a_source_without_the_namespace_word_is_refused():
     with pytest.raises(ValueError, match="under the word NAMESPACE"):
-        fresh_library.load("workbook_blur", "TORCH_LIBRARY(fixed, m) {}")
+        fresh_namespace.load("workbook_blur", "TORCH_LIBRARY(fixed, m) {}")
 
 
 # ---- 6.3 Thumbnail ----------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from workbook import torchscript
+from workbook.ops import warp_perspective as warp_library
 
 # TorchScript warns that it is deprecated on every script/trace/save/load; chapter 06 shows that warning.
 pytestmark = pytest.mark.filterwarnings(
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.filterwarnings(
 
 @pytest.fixture(scope="module", autouse=True)
 def library():
-    return torchscript.load_ops()
+    return warp_library.load_ops()
 
 
 def warp_perspective(image, warp, height, width):

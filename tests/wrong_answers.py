@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from workbook.checking import FAILED
+from workbook.course.checking import FAILED
 
 KINDS = {
     "hard-coded": "outputs hard-coded for the inputs the notebook shows",

@@ -1,6 +1,6 @@
 """Helpers shared by the workbook's notebooks and tests.
 
-Nothing here imports torch at import time, so `python -m workbook.generate` and the doctor's
+Nothing here imports torch at import time, so `python -m workbook.course.generate` and the doctor's
 first checks work even before PyTorch is installed.
 """
 

@@ -8,7 +8,7 @@
 
 TORCH_LIBRARY(workbook_cv, m) {
   // The fake kernels (output shapes for torch.compile and torch.export) and the autograd formula are
-  // registered from Python, by register_python_parts() in this module. Naming the module here makes torch
+  // registered from Python, by register_python_kernels() in this module. Naming the module here makes torch
   // reject a fake kernel registered from any other module (when it is first used), and name this one in
   // the error about a missing fake kernel while it is not imported yet.
   m.set_python_module("workbook.torchscript");

@@ -12,18 +12,18 @@ written to build/bench/results.json with PNG plots next to it; never asserted, s
 in a report, not in a test.
 """
 
-from .timing import Settings, measure, side_by_side
+from workbook.bench.timing import Settings, measure, side_by_side
 
-__all__ = ["measure", "best_of_rounds", "ROUNDS", "MIN_RUN_TIME", "THREADS"]  # measure: chapter 03 times with it
+__all__ = ["measure", "best_of_rounds", "ROUNDS", "MIN_RUN_TIME"]  # measure: chapter 03 times with it
 
-# The interface chapter 03 and workbook.stable time with: best_of_rounds, with THREADS intra-op
-# threads (None: torch's default), ROUNDS rounds of MIN_RUN_TIME seconds per case.
+# The interface chapter 03 and chapter 08's stable-ABI comparison time with: best_of_rounds, ROUNDS rounds of
+# MIN_RUN_TIME seconds per case.
 ROUNDS = 3
 MIN_RUN_TIME = 0.4
-THREADS = None
 
 
-def best_of_rounds(cases: dict[str, tuple[str, dict]]) -> dict[str, float]:
-    """Median seconds per call of each case {name: (statement, globals)}, timed in turn, best of ROUNDS rounds."""
-    settings = Settings(rounds=ROUNDS, min_run_time=MIN_RUN_TIME, threads=THREADS)
+def best_of_rounds(cases: dict[str, tuple[str, dict]], threads: int | None = None) -> dict[str, float]:
+    """Median seconds per call of each case {name: (statement, globals)}, timed in turn, best of ROUNDS rounds,
+    with `threads` intra-op threads (None: torch's default)."""
+    settings = Settings(rounds=ROUNDS, min_run_time=MIN_RUN_TIME, threads=threads)
     return {name: times["median_s"] for name, times in side_by_side(cases, settings).items()}

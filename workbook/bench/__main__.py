@@ -9,9 +9,9 @@ from pathlib import Path
 
 import torch
 
-from .. import BUILD_DIR, relative_to_repo
-from . import lltm_cases, overhead_cases, report, scatter_cases, warp_cases
-from .timing import Settings
+from workbook import BUILD_DIR, relative_to_repo
+from workbook.bench import lltm_cases, overhead_cases, report, scatter_cases, warp_cases
+from workbook.bench.timing import Settings
 
 SECTIONS = ("scatter", "lltm", "warp", "overhead")
 FULL = {

@@ -1,6 +1,6 @@
 """The LLTM cell: Python (torch functions), torch.compile of that Python cell, and the C++ versions.
 
-C++: workbook.lltm.lltm_cpp (pybind11 functions behind a Python autograd.Function) and lltm_op (the
+C++: workbook.ops.lltm.lltm_cpp (pybind11 functions behind a Python autograd.Function) and lltm_op (the
 torch.ops operator with its autograd registered). Three tasks: forward alone (no autograd); forward
 + backward (the outputs and the five input gradients, torch.autograd.grad with given incoming
 gradients); a training step (through loss = h.sum() + c.sum() and loss.backward() into .grad).
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .timing import Settings, side_by_side, us
+from workbook.bench.timing import Settings, side_by_side, us
 
 VERSIONS = {"Python": "python", "torch.compile": "compiled", "C++": "lltm.lltm_cpp", "C++ op": "lltm.lltm_op"}
 TASKS = {
@@ -24,7 +24,7 @@ RATIOS = (("C++", "Python"), ("C++", "torch.compile"), ("C++ op", "Python"), ("t
 
 
 def run(settings: Settings, batch: int = 16, inputs: int = 32, state: int = 128) -> list[dict]:
-    from .. import lltm
+    from workbook.ops import lltm
 
     lltm.load_extension()
     generator = torch.Generator().manual_seed(1)

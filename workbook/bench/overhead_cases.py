@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from .timing import Settings, side_by_side
+from workbook.bench.timing import Settings, side_by_side
 
 STATEMENTS = {
     "torch.ops op": "torch.ops.wb_bench.nothing()",
@@ -35,7 +35,7 @@ def custom_nothing():
 
 
 def run(settings: Settings) -> list[dict]:
-    from .. import build
+    from workbook import build
 
     extension = build.load("wb_bench_nothing", ["csrc/bench/nothing.cpp"])
     env = {"torch": torch, "extension": extension, "custom_nothing": custom_nothing(), "python_nothing": python_nothing}

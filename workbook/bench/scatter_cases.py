@@ -19,7 +19,7 @@ import itertools
 
 import torch
 
-from .timing import Settings, side_by_side, us
+from workbook.bench.timing import Settings, side_by_side, us
 
 OPS = ("sum", "mean", "max", "min")
 NATIVES = {
@@ -63,7 +63,7 @@ def make_inputs(n: int, groups: int, order: str, layout: str, dtype: str, seed: 
 
 
 def time_case(n, groups, order, layout, dtype, settings: Settings) -> list[dict]:
-    from .. import scatter
+    from workbook.ops import scatter
 
     src, index = make_inputs(n, groups, order, layout, dtype)
     expanded = scatter.broadcast(index, src, 0).contiguous()  # scatter_add_/scatter_reduce_ want src's shape

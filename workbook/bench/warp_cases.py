@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import torch
 
-from .timing import Settings, side_by_side, us
+from workbook.bench.timing import Settings, side_by_side, us
 
 DIRECT_LIBRARY = "wb_bench_warp_direct"
 OURS = "torch.ops.workbook_cv.warp_perspective(image, warp, side, side)"
@@ -39,25 +39,19 @@ def warp_matrix(side: int) -> torch.Tensor:
 
 def load_direct() -> None:
     """Build csrc/bench/warp_direct.cpp (once, a few seconds) and load its ops into this process."""
-    from .. import build, torchscript
+    from workbook import build
+    from workbook.build import opencv
 
-    include_dirs, libraries = torchscript.opencv_compile_flags()
-    build.load(
-        DIRECT_LIBRARY,
-        ["csrc/bench/warp_direct.cpp"],
-        is_python_module=False,
-        extra_include_paths=include_dirs,
-        extra_ldflags=[f"-l{library}" for library in libraries],
-    )
+    build.load(DIRECT_LIBRARY, ["csrc/bench/warp_direct.cpp"], is_python_module=False, **opencv.build_options())
 
 
 def run(settings: Settings, sides=(256, 512, 1024), channels=(1, 3)) -> list[dict]:
     """With settings.threads given, both OpenCV builds use that many threads too (restored afterwards)."""
     import cv2
 
-    from .. import torchscript
+    from workbook.ops import warp_perspective
 
-    torchscript.load_ops()
+    warp_perspective.load_ops()
     load_direct()
     before = torch.ops.wb_bench_cv.opencv_threads(), cv2.getNumThreads()
     if settings.threads:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..checking import Mistake, exercise, expect_close
+from workbook.course.checking import Mistake, exercise, expect_close
 
 
 def _generator(seed: int) -> torch.Generator:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import inspect
 import re
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 
 def gated_tanh(a, b):

@@ -23,7 +23,7 @@ import signal
 import time
 from pathlib import Path
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 # The namespaces of the workbook's own libraries and of torch: an op from one of them is not the learner's.
 _NOT_THE_LEARNERS = {"aten", "prim", "prims", "wb_scatter", "wb_scatter_stable", "wb_scatter_emu"}
@@ -108,9 +108,9 @@ def _describe(shape, dim, groups, dim_size, dtype, kind) -> str:
 def check_scatter_mean_backward(scatter_mean):
     import torch
 
-    from .. import scatter as reference
+    from workbook.ops import scatter as reference
 
-    _learners_op(scatter_mean, "my_scatter_mean, from scatter.load_inline_ops")
+    _learners_op(scatter_mean, "my_scatter_mean, from fresh_namespace.ops")
     generator, cases = _autograd_cases(31)
     for shape, dim, groups, dim_size, dtype, kind in cases:
         src = torch.randn(shape, dtype=dtype, generator=generator)
@@ -319,7 +319,7 @@ def _speed_ratio(op, generator) -> tuple[float, int, int]:
     best of interleaved rounds), on a drawn input of 100 000+ elements."""
     import torch
 
-    from .. import scatter
+    from workbook.ops import scatter
 
     n, dim_size = 100_000 + _draw(generator, 0, 20_000), 2_000 + _draw(generator, 0, 500)
     src = torch.randn(n, generator=generator)
@@ -346,7 +346,7 @@ def _speed_ratio(op, generator) -> tuple[float, int, int]:
 # The children are forked from multiprocessing's fork server, which imports torch and the workbook once:
 # each check still gets a process of its own (a crash or a stray write stays in it), without paying for
 # starting Python and importing torch again (seconds of CPU each time).
-_FORK_SERVER_PRELOAD = ["torch", "workbook.scatter", "workbook.exercises.ch03"]
+_FORK_SERVER_PRELOAD = ["torch", "workbook.ops.scatter", "workbook.exercises.ch03"]
 _report = None  # in the child: the connection its records go to
 
 
@@ -412,7 +412,7 @@ def _run_in_child(library: str, namespace: str, name: str, timeout: float = 600)
 def _grade_max(scatter_max) -> None:
     import torch
 
-    from .. import scatter as reference
+    from workbook.ops import scatter as reference
 
     def run(src, index, dim_size, case):
         _progress(case)
@@ -465,12 +465,12 @@ def _grade_max(scatter_max) -> None:
 
 @exercise("3.2 scatter_max with its argindex")
 def check_scatter_max(scatter_max):
-    namespace, name = _learners_op(scatter_max, "my_scatter_max, from scatter.load_inline_ops")
+    namespace, name = _learners_op(scatter_max, "my_scatter_max, from fresh_namespace.ops")
     library = _library_file(namespace)
     if library is None:
         raise Mistake(
             f"cannot find the library file that registered torch.ops.{namespace}: build the op with "
-            "scatter.load_inline_ops, as the cell does"
+            "fresh_namespace.ops, as the cell does"
         )
     records, exitcode = _run_in_child(library, namespace, name)
     if exitcode is None:
@@ -529,7 +529,7 @@ def _ops_called_in_backward(outputs, leaf, grad_out):
 def check_scatter_max_function(ScatterMaxPy):
     import torch
 
-    from .. import scatter
+    from workbook.ops import scatter
 
     if not (isinstance(ScatterMaxPy, type) and issubclass(ScatterMaxPy, torch.autograd.Function)):
         raise Mistake(

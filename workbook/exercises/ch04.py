@@ -20,7 +20,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from ..checking import Mistake, exercise
+from workbook.course.checking import Mistake, exercise
 
 PROGRAM = r"""// Built by check_gxx_command (chapter 04).
 #include <c10/core/Device.h>
@@ -40,7 +40,7 @@ EXPECTED_OUTPUT = "device cpu is a cpu device"
 
 def program_source():
     """Write the check's program under build/src/ch04/ (only when changed) and return its path."""
-    from .. import build
+    from workbook import build
 
     return build.write_if_changed("ch04/device_name.cpp", PROGRAM)
 
@@ -53,13 +53,9 @@ def torch_abi() -> int:
 
 def first_error(text: str) -> str:
     """The first error line of a g++ log, with the repository's path left out."""
-    from .. import REPO_ROOT
+    from workbook.build import errors
 
-    text = text.replace(str(REPO_ROOT) + os.sep, "")
-    for line in text.splitlines():
-        if "error" in line or "undefined reference" in line or "cannot find" in line:
-            return line.strip()[:300]
-    return text.strip().splitlines()[-1][:300] if text.strip() else ""
+    return errors.first_compiler_error_line(text)[:300]
 
 
 # Variables through which a learner's shell could hand g++ or the loader torch's folders: the check
@@ -78,7 +74,7 @@ def check_gxx_command(gxx_command):
     import shutil
     import tempfile
 
-    from .. import BUILD_DIR
+    from workbook import BUILD_DIR
 
     # A fresh folder each time, not the path the notebook shows: the command must use its arguments.
     (BUILD_DIR / "ch04").mkdir(parents=True, exist_ok=True)
@@ -165,7 +161,8 @@ def check_lltm_extension(lltm_extension):
     from setuptools import Extension
     from torch.utils.cpp_extension import include_paths
 
-    from .. import CSRC_DIR, lltm
+    from workbook import CSRC_DIR
+    from workbook.ops import lltm
 
     extension = lltm_extension()
     if not isinstance(extension, Extension):
@@ -329,11 +326,13 @@ def _configure_app(text: str):
 
     import torch.utils
 
-    from .. import BUILD_DIR, CSRC_DIR, build
-    from ..checking import Skip
+    from workbook import BUILD_DIR, CSRC_DIR, build
+    from workbook.course.checking import Skip
 
     if shutil.which("cmake") is None or build.ensure_ninja_on_path() is None:
-        raise Skip("this check configures your project with CMake and Ninja; install them (python -m workbook.doctor)")
+        raise Skip(
+            "this check configures your project with CMake and Ninja; install them (python -m workbook.diagnostics.doctor)"
+        )
     key = hashlib.sha256(
         "\0".join([text, (CSRC_DIR / "scatter" / "CMakeLists.txt").read_text(), torch.utils.cmake_prefix_path]).encode()
     ).hexdigest()[:16]

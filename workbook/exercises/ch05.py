@@ -2,9 +2,9 @@
 
 * 5.1 ``check_divide_by_count(source)``: a kernel inside a `.cu` source held in a Python string.
   Its launch is read first (on the current stream, followed by C10_CUDA_KERNEL_LAUNCH_CHECK()); with
-  nvcc, the source is compile-checked (`workbook.cuda_check`), so nvcc's own first error is reported on
+  nvcc, the source is compile-checked (`workbook.diagnostics.cuda_check`), so nvcc's own first error is reported on
   any machine. An untouched stub is reported as not attempted. With a CUDA GPU and a CUDA build of torch
-  the kernel is built and run; everywhere else it runs in the CPU emulation (`workbook.cuda_emulation`: one
+  the kernel is built and run; everywhere else it runs in the CPU emulation (`workbook.ops.cuda_emulation`: one
   thread after another), which checks its results and its launches (blocks of a warp multiple, enough of
   them, none idle) but cannot see races. Inputs: drawn shapes of one to four dimensions, up to 300 000
   elements, float32 and float64 (compared to the last bits), not contiguous.
@@ -12,7 +12,7 @@
   each thread handles, for drawn matrices and several block shapes: every element exactly once, no
   block more than needed, neighbouring `threadIdx.x` on neighbouring columns.
 * 5.3 ``check_scatter_max_passes(max_pass, arg_pass)``: the two passes of scatter_max written as
-  threads of `workbook.interleaving`, run under many interleavings: values and argindex must
+  threads of `workbook.chapters.interleaving`, run under many interleavings: values and argindex must
   come out right under every one of them, and each thread may read only its own element.
 """
 
@@ -22,8 +22,10 @@ import hashlib
 
 import torch
 
-from .. import build, cuda_check, cuda_emulation
-from ..checking import NOT_ATTEMPTED, Mistake, exercise, expect_close
+from workbook import build
+from workbook.course.checking import NOT_ATTEMPTED, Mistake, exercise, expect_close
+from workbook.diagnostics import cuda_check
+from workbook.ops import cuda_emulation
 
 # Flags the exercise's source needs on top of torch's usual ones: a __device__ lambda passed to a
 # __global__ function template is an nvcc "extended lambda".
@@ -414,16 +416,16 @@ def _check_own_reads(watched, allowed, case):
 @exercise("5.3 scatter_max's two passes, race-free")
 def check_scatter_max_passes(max_pass, arg_pass) -> None:
     """`max_pass(e, src, index, out)` and `arg_pass(e, src, index, out, arg)`: generator functions
-    (threads of workbook.interleaving), run for every element e under many schedules."""
+    (threads of workbook.chapters.interleaving), run for every element e under many schedules."""
     import inspect
 
-    from .. import interleaving
+    from workbook.chapters import interleaving
 
     for function, arguments in [(max_pass, (0, [1.0], [0], [0.0])), (arg_pass, (0, [1.0], [0], [1.0], [1]))]:
         if not inspect.isgeneratorfunction(function):
             function(*arguments)  # an untouched stub raises NotImplementedError here
             raise Mistake(
-                f"{function.__name__} should be a thread of workbook.interleaving: a function that "
+                f"{function.__name__} should be a thread of workbook.chapters.interleaving: a function that "
                 "`yield`s each operation on shared memory (load, store, atomic_max, ...)"
             )
     for src_values, index_values, groups in _scatter_max_cases():

@@ -1,7 +1,7 @@
 """Checks for chapter 06 (TorchScript custom operators).
 
 * 6.1 ``check_gaussian_blur(op)``: the learner's C++ `gaussian_blur` operator (from a library loaded with
-  `workbook.fresh_library`, so that a corrected version loads without a restart) against cv2, on images of
+  `workbook.build.fresh_namespace`, so that a corrected version loads without a restart) against cv2, on images of
   every channel count and of sizes drawn when the check runs, strided ones included; the image given must be
   left as it was, and no Python may run in place of the C++ kernel; bad arguments must be refused with a
   message that names the argument.
@@ -15,7 +15,8 @@ Every input is drawn from a seeded generator inside the check: nothing here is d
 
 from __future__ import annotations
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted, watched
+from workbook.build import errors
+from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted, watched
 
 
 def _blur_reference(image, ksize: int, sigma: float):
@@ -117,8 +118,9 @@ def _calling(call, *arguments):
 
     import torch
 
-    from .. import torchscript
+    import workbook
 
+    workbook_dir = os.path.dirname(workbook.__file__) + os.sep
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     # "<...>": frozen modules (the import system) and code generated at run time (a dataclass's __init__).
     installed = ("stdlib", "platstdlib", "purelib", "platlib")
@@ -129,7 +131,7 @@ def _calling(call, *arguments):
         if event != "call" or entered:
             return
         filename, caller = frame.f_code.co_filename, frame.f_back
-        if filename.startswith(not_learners) or filename == torchscript.__file__ or caller is None:
+        if filename.startswith((*not_learners, workbook_dir)) or caller is None:
             return
         if caller is this_frame or caller.f_code.co_filename.startswith(torch_dir):
             entered.append(frame.f_code.co_name)
@@ -269,7 +271,7 @@ def check_thumbnail(thumbnail_class):
     saved, it runs in the chapter's C++ program (example_app)."""
     import torch
 
-    from .. import torchscript
+    from workbook.ops import example_app
 
     generator = torch.Generator().manual_seed(63)
     scripted_by_size = {}
@@ -281,7 +283,7 @@ def check_thumbnail(thumbnail_class):
                 raise_if_not_attempted(error)
                 raise Mistake(
                     f"TorchScript cannot compile Thumbnail ({type(error).__name__}): "
-                    f"{torchscript.error_summary(str(error), 2)}"
+                    f"{errors.error_summary(str(error), 2)}"
                 ) from None
         scripted = scripted_by_size[size]
         try:
@@ -300,9 +302,9 @@ def check_thumbnail(thumbnail_class):
         )
 
     size, image = _randint(generator, 10, 20), _random_image(generator, 33, 47, 3)
-    run, result = torchscript.run_scripted_in_app(torch.jit.script(thumbnail_class(size)), (image,))
+    run, result = example_app.run_scripted(torch.jit.script(thumbnail_class(size)), (image,))
     if result is None:
-        raise Mistake(f"the C++ program could not run the saved Thumbnail: {torchscript.error_summary(run.stderr, 2)}")
+        raise Mistake(f"the C++ program could not run the saved Thumbnail: {errors.error_summary(run.stderr, 2)}")
     expect_close(
         result,
         _thumbnail_reference(image, size),

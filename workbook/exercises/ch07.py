@@ -1,7 +1,7 @@
 """Checks for chapter 07 (TorchScript custom classes).
 
 * 7.1 ``check_recent_strings(RecentStrings)``: the learner's class (from a library loaded with
-  `workbook.fresh_library`, so that a corrected version loads without a restart) keeps its newest strings
+  `workbook.build.fresh_namespace`, so that a corrected version loads without a restart) keeps its newest strings
   and its capacity through torch.jit.save and torch.jit.load, full or not, at capacities drawn when the
   check runs.
 * 7.2 ``check_reverse(function)``: a scripted function reversing lists of several lengths by pushing onto a
@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import io
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from workbook.build import errors
+from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 
 def _randint(generator, low: int, high: int) -> int:
@@ -241,7 +242,7 @@ def check_accumulator(accumulator_class):
     held; a saved one continues in C++."""
     import torch
 
-    from .. import torchscript
+    from workbook.ops import example_app
 
     module = accumulator_class()
     history = getattr(module, "history", None)
@@ -291,9 +292,7 @@ def check_accumulator(accumulator_class):
     fresh = torch.jit.script(accumulator_class())
     fresh(a)
     fresh(b)
-    run, result = torchscript.run_scripted_in_app(fresh, (c,))
+    run, result = example_app.run_scripted(fresh, (c,))
     if result is None:
-        raise Mistake(
-            f"the C++ program could not run the saved Accumulator: {torchscript.error_summary(run.stderr, 2)}"
-        )
+        raise Mistake(f"the C++ program could not run the saved Accumulator: {errors.error_summary(run.stderr, 2)}")
     expect_close(result, expected, "the C++ program's call on an Accumulator saved after two calls (a + b, then c)")

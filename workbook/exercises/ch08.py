@@ -7,7 +7,7 @@ than rows, hundreds of nodes and thousands of edges), and computes what it grade
 
 from __future__ import annotations
 
-from ..checking import Mistake, exercise, expect_close
+from workbook.course.checking import Mistake, exercise, expect_close
 
 # Errors raised when code asks a fake tensor for data it does not have: the names of torch's
 # exception classes, and phrases of their messages.
@@ -107,7 +107,7 @@ def check_dynamic_fake(fake):
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.utils._sympy.numbers import int_oo
 
-    from .. import successor
+    from workbook.chapters import torch_library_compile_export
 
     watcher = _value_reads()
 
@@ -115,7 +115,7 @@ def check_dynamic_fake(fake):
         with watcher:
             return fake(src, index)
 
-    op = successor.new_segment_sum(fake=watched)
+    op = torch_library_compile_export.new_segment_sum(fake=watched)
     samples = _segment_sum_samples(seed=81)
     src, index = samples[1]  # 3-D: two trailing dimensions to get right
     with FakeTensorMode(shape_env=ShapeEnv()) as mode:
@@ -187,9 +187,11 @@ def check_segment_sum_autograd(setup_context, backward):
     """setup_context(ctx, inputs, output) and backward(ctx, grad) give segment_sum a correct gradient."""
     import torch
 
-    from .. import successor
+    from workbook.chapters import torch_library_compile_export
 
-    op = successor.new_segment_sum(fake=successor.segment_sum_fake, setup_context=setup_context, backward=backward)
+    op = torch_library_compile_export.new_segment_sum(
+        fake=torch_library_compile_export.segment_sum_fake, setup_context=setup_context, backward=backward
+    )
     samples = _segment_sum_samples(seed=82)
     generator = torch.Generator().manual_seed(820)
     for src, index in samples[:3]:
@@ -232,7 +234,7 @@ def _random_graphs(seed: int):
     then a few dozen again (the last node of each without in-edges); the last x non-contiguous."""
     import torch
 
-    from .. import successor
+    from workbook.chapters import torch_library_compile_export
 
     generator = torch.Generator().manual_seed(seed)
     graphs = []
@@ -240,7 +242,7 @@ def _random_graphs(seed: int):
         nodes = int(torch.randint(*((150, 400) if i == 1 else (5, 40)), (), generator=generator))
         edges = int(torch.randint(nodes, 4 * nodes, (), generator=generator))
         features = int(torch.randint(3, 9, (), generator=generator))
-        x, edge_index = successor.make_graph(nodes, edges, features, seed=seed * 10 + i)
+        x, edge_index = torch_library_compile_export.make_graph(nodes, edges, features, seed=seed * 10 + i)
         if i == 2:
             x = x.t().contiguous().t()  # the same values in column-major layout
         graphs.append((x, edge_index))
@@ -254,7 +256,7 @@ def check_no_graph_break(aggregate):
     import torch
     import torch._dynamo.testing
 
-    from .. import scatter
+    from workbook.ops import scatter
 
     scatter.load()  # the ops the aggregation calls
     graphs = _random_graphs(seed=83)
@@ -305,11 +307,11 @@ def check_export(export_layer):
     nodes and edges."""
     import torch
 
-    from .. import successor
+    from workbook.chapters import torch_library_compile_export
 
     torch.manual_seed(0)
-    layer = successor.MessagePassing(4).eval()
-    x, edge_index = successor.make_graph(6, 15, 4, seed=1)
+    layer = torch_library_compile_export.MessagePassing(4).eval()
+    x, edge_index = torch_library_compile_export.make_graph(6, 15, 4, seed=1)
     try:
         exported = export_layer(layer, x, edge_index)
     except torch._dynamo.exc.UserError as error:
@@ -329,7 +331,7 @@ def check_export(export_layer):
         (int(torch.randint(200, 400, (), generator=generator)), int(torch.randint(3000, 5000, (), generator=generator)))
     ]
     for nodes, edges in sizes:
-        x, edge_index = successor.make_graph(nodes, edges, 4, seed=nodes + edges)
+        x, edge_index = torch_library_compile_export.make_graph(nodes, edges, 4, seed=nodes + edges)
         with torch.no_grad():
             expected = layer(x, edge_index)
         try:

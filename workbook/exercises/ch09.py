@@ -9,7 +9,7 @@ import re
 import sys
 import time
 
-from ..checking import Mistake, exercise, expect_close, watched
+from workbook.course.checking import Mistake, exercise, expect_close, watched
 
 # ---- 9.1 measure a claim properly -------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ class _Steps:
         """Meanwhile, torch.utils.benchmark.Timer times the two statements on this clock (every Timer
         method times through Timer._timeit); other statements keep the real clock. Every Measurement a
         Timer returns meanwhile is kept in `self.measured` with the task it was made for, and a call made
-        from inside workbook.performance.side_by_side is noted in `self.used_side_by_side`."""
+        from inside workbook.chapters.performance.side_by_side is noted in `self.used_side_by_side`."""
         from torch.utils.benchmark import Timer
 
         real_timeit = Timer._timeit
@@ -240,7 +240,7 @@ def _check_speedup_on(speedup, steps: _Steps) -> None:
         )
     if steps.used_side_by_side:
         raise Mistake(
-            "your speedup calls workbook.performance.side_by_side, which does the whole exercise: write the "
+            "your speedup calls workbook.chapters.performance.side_by_side, which does the whole exercise: write the "
             "rounds yourself, with torch.utils.benchmark.Timer"
         )
     for name, measurement in (("ours", ours), ("baseline", baseline)):
@@ -499,7 +499,7 @@ def with_headers(headers) -> str:
 
 def _smallest_known_lines() -> int:
     """How many lines the compiler reads for HEADERS_OP with the smallest header set the workbook knows."""
-    from .. import compile_times
+    from workbook.diagnostics import compile_times
 
     return compile_times.preprocessed_size(
         with_headers(["ATen/core/Tensor.h", "ATen/ops/clamp_min.h", "torch/library.h"])
@@ -510,7 +510,7 @@ def _smallest_known_lines() -> int:
 def check_minimal_headers(choose_headers):
     """`choose_headers()` returns a list of header names with which HEADERS_OP compiles, reading at most 10 %
     more lines than the smallest set the workbook knows."""
-    from .. import compile_times
+    from workbook.diagnostics import compile_times
 
     headers = choose_headers()
     if (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from ..checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted
 
 # What the learner's `diagnose` may answer: a cause of the gallery, each with its fix.
 CAUSES = {
@@ -326,7 +326,7 @@ def check_fake_kernel(fake):
     import torch
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from .. import troubleshooting
+    from workbook.chapters import troubleshooting
 
     op = troubleshooting.new_pairwise_distance()
     op.register_fake(fake)
@@ -401,7 +401,7 @@ def check_scale_rows_autograd(setup_context, backward):
     both x and weight."""
     import torch
 
-    from .. import troubleshooting
+    from workbook.chapters import troubleshooting
 
     returned = []
 

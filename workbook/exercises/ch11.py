@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import inspect
 
-from ..checking import NOT_ATTEMPTED, Mistake, exercise, expect_close
+from workbook.course.checking import NOT_ATTEMPTED, Mistake, exercise, expect_close
 
 GUARD = 1e30  # the value of the guard elements around an output: no right answer writes it
 UNWRITTEN = -7e29  # what an output holds before the kernel runs: no right answer writes that either
 
 
 def _require_kernel(kernel, name: str) -> None:
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     if tk.is_kernel(kernel) and _launch_replaced(kernel):
         raise Mistake(
@@ -57,7 +57,7 @@ def _launch(kernel, grid, args, watched: dict, what: str, **constants) -> None:
     """Launch `kernel[grid](*args, **constants)`; in the interpreter, watch its memory accesses."""
     import warnings
 
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     if not tk.INTERPRETED:
         kernel[grid](*args, **constants)
@@ -109,7 +109,7 @@ def check_gated_tanh(kernel):
     import torch
     import triton
 
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     _require_kernel(kernel, "gated_tanh_kernel")
     generator = torch.Generator().manual_seed(1101)
@@ -202,7 +202,7 @@ def check_logsumexp(kernel):
     writes out[r] = log(sum(exp(x[r, :columns]))) for rows of any length, without overflow."""
     import torch
 
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     _require_kernel(kernel, "logsumexp_kernel")
     generator = torch.Generator().manual_seed(1102)
@@ -243,7 +243,7 @@ def _softmax_samples():
     """float64 inputs that require grad, drawn now: several sizes, and a transposed (non-contiguous) one."""
     import torch
 
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     generator = torch.Generator().manual_seed(1103)
 
@@ -330,7 +330,7 @@ def check_softmax_op(fake, setup_context, backward):
     torch.compile(fullgraph=True)."""
     import torch
 
-    from .. import triton_kernels as tk
+    from workbook.ops import triton_kernels as tk
 
     op = tk.new_softmax_op(fake=fake, setup_context=setup_context, backward=backward)
     samples = _softmax_samples()

@@ -30,23 +30,15 @@ def _find_library() -> Path:
     return found[0]
 
 
-def _namespace_taken() -> bool:
-    try:
-        torch.ops.wb_scatter.scatter_sum  # noqa: B018 - looking the op up is the test
-    except (AttributeError, RuntimeError):
-        return False
-    return True
-
-
 library_path = _find_library()
-if _namespace_taken():
+if ops.namespace_taken():
     # Loading a second library that says TORCH_LIBRARY(wb_scatter, ...) does not raise: its static
     # initialiser throws inside dlopen and the whole process aborts. Refuse politely instead.
     raise ImportError(
         "the wb_scatter ops are already registered in this process (by another build of the same "
-        "sources, e.g. workbook.scatter's JIT build); a library namespace can be registered only once "
+        "sources, e.g. workbook.ops.scatter's JIT build); a library namespace can be registered only once "
         "per process. Use the ops already loaded (torch.ops.wb_scatter.*), or import wb_scatter in a "
         "fresh process."
     )
 torch.ops.load_library(str(library_path))
-ops.register_fakes()
+ops.register_python_kernels()

@@ -2,7 +2,7 @@
 
 This module imports nothing but torch, so that two builds of the same C++ sources share it: the
 installed package (wb_scatter/__init__.py) imports it, and the workbook's JIT build
-(workbook/scatter.py) loads this file by its path. Either calls `register_fakes()` once, after the
+(workbook/scatter.py) loads this file by its path. Either calls `register_python_kernels()` once, after the
 compiled library has defined the ops.
 
 The functions take torch_scatter's arguments `(src, index, dim=-1, out=None, dim_size=None)`
@@ -173,10 +173,19 @@ def _batched_rule(name):
     return rule
 
 
+def namespace_taken() -> bool:
+    """Whether some library already registered the wb_scatter ops in this process."""
+    try:
+        torch.ops.wb_scatter.scatter_sum  # noqa: B018 - looking the op up is the test
+    except (AttributeError, RuntimeError):
+        return False
+    return True
+
+
 _registered = False
 
 
-def register_fakes():
+def register_python_kernels():
     """Register the fake kernels and vmap rules of every wb_scatter op (once per process; later calls
     do nothing)."""
     global _registered

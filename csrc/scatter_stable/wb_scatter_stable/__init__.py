@@ -50,4 +50,4 @@ if _namespace_taken():
         "wb_scatter_stable in a fresh process."
     )
 torch.ops.load_library(str(library_path))
-ops.register_all()
+ops.register_python_kernels()

@@ -2,7 +2,7 @@
 
 The compiled library (C++ on the stable ABI) defines the ops and their CPU and CUDA kernels. The stable ABI
 has no C++ autograd (no torch::autograd::Function) and no way to express a size that depends on index's
-values in a C++ meta kernel, so both live here; `register_all()` registers them once the library is loaded.
+values in a C++ meta kernel, so both live here; `register_python_kernels()` registers them once the library is loaded.
 
 The functions take torch_scatter's arguments `(src, index, dim=-1, out=None, dim_size=None)`, like the
 ATen package's (csrc/scatter/wb_scatter/ops.py): without `out`, the functional op (a fresh result); with `out`,
@@ -249,7 +249,7 @@ def _register_accumulate_autograd(library, name):
 _library = None
 
 
-def register_all():
+def register_python_kernels():
     """Register the fake kernels and autograd of every wb_scatter_stable op (once per process)."""
     global _library
     if _library is not None:

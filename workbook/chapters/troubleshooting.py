@@ -1,9 +1,9 @@
 """Chapter 10, the error gallery: classic failures reproduced where they cannot hurt.
 
-    from workbook import troubleshooting as gallery
-    result = gallery.run_python("import torch; ...", env=...)   # a child process, sanitised output
+    from workbook.chapters import troubleshooting
+    result = troubleshooting.run_python("import torch; ...", env=...)   # a child process, sanitised output
     print(result.error)                                         # its last error line(s)
-    folder = gallery.sandbox_copy("wb_setup_check")             # a throwaway copy of a finished build
+    folder = troubleshooting.sandbox_copy("wb_setup_check")             # a throwaway copy of a finished build
 
 Everything a failure needs (a lock file, a PATH without ninja, a second copy of a library) is made
 under build/ch10/, never in the learner's environment or in the build folders the chapters share,
@@ -12,7 +12,6 @@ and everything that can crash or hang runs in a child process with a timeout.
 
 from __future__ import annotations
 
-import itertools
 import os
 import re
 import selectors
@@ -25,13 +24,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT
-from .build import EXTENSIONS_DIR
+from workbook import BUILD_DIR, REPO_ROOT
+from workbook.build import EXTENSIONS_DIR, errors, fresh_namespace
 
 SANDBOX = BUILD_DIR / "ch10"
 
 _ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,16}")
-_TRACEBACK_ERROR = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Warning): ")
 
 
 @dataclass(frozen=True)
@@ -46,7 +44,7 @@ class ChildResult:
         abort printed before its backtrace, or that it hung."""
         if self.returncode is None:
             return "(no output: still waiting when the timeout killed it)"
-        return last_exception(self.stderr) or abort_message(self.stderr)
+        return errors.last_exception(self.stderr) or errors.error_summary(self.stderr, 2)
 
 
 def sanitise(text: str) -> str:
@@ -101,30 +99,6 @@ def run_python(
     return ChildResult(child.returncode, sanitise(first_line + stdout), sanitise(stderr))
 
 
-def run_program(command, *, timeout: float = 120) -> ChildResult:
-    done = subprocess.run(
-        [str(part) for part in command], capture_output=True, text=True, timeout=timeout, cwd=REPO_ROOT
-    )
-    return ChildResult(done.returncode, sanitise(done.stdout), sanitise(done.stderr))
-
-
-def last_exception(stderr: str) -> str:
-    """The final `SomeError: message` line of a Python traceback ('' when there is none)."""
-    found = [line for line in stderr.splitlines() if _TRACEBACK_ERROR.match(line)]
-    return found[-1] if found else ""
-
-
-def abort_message(stderr: str, lines: int = 2) -> str:
-    """The first lines of what a process printed before a C++ backtrace."""
-    kept = []
-    for line in stderr.splitlines():
-        if line.startswith(("Exception raised from", "frame #")):
-            break
-        if line.strip():
-            kept.append(line.strip())
-    return "\n".join(kept[:lines])
-
-
 def sandbox_copy(extension: str) -> Path:
     """A fresh copy of a finished build folder (build/torch_extensions/<extension>) under build/ch10/."""
     target = SANDBOX / f"{extension}_copy"
@@ -150,7 +124,6 @@ def path_without_ninja() -> str:
 
 # ---- fresh custom ops for the exercises: one new namespace per call, so a cell can be rerun ----------
 
-_fresh_namespaces = itertools.count()
 _libraries: list = []  # a torch.library.Library unregisters its ops when it is garbage-collected
 
 
@@ -162,7 +135,7 @@ def new_scale_rows():
     """
     import torch
 
-    namespace = f"wb_ch10_{next(_fresh_namespaces)}"
+    namespace = fresh_namespace.numbered("wb_ch10")
     library = torch.library.Library(namespace, "DEF")
     library.define("scale_rows(Tensor x, Tensor weight) -> Tensor")
 
@@ -185,7 +158,7 @@ def new_pairwise_distance():
     import numpy as np
     import torch
 
-    name = f"wb_ch10_{next(_fresh_namespaces)}::pairwise_distance"
+    name = f"{fresh_namespace.numbered('wb_ch10')}::pairwise_distance"
 
     @torch.library.custom_op(name, mutates_args=(), schema="(Tensor a, Tensor b) -> Tensor")
     def pairwise_distance(a, b):

@@ -1,6 +1,6 @@
 """The scatter ops of chapter 03 in plain PyTorch: what the compiled ops must return.
 
-    from workbook import scatter_reference as reference
+    from workbook.ops import scatter_reference as reference
     expected = reference.reference_sum(src, index, dim=0)
     values, argindex = reference.reference_max(src, index, dim=0, dim_size=5)
 

@@ -1,6 +1,6 @@
 """Chapter 11: the workbook's kernels written in Triton, and registered as PyTorch operators.
 
-    from workbook import triton_kernels as tk    # import it before triton (see below)
+    from workbook.ops import triton_kernels as tk    # import it before triton (see below)
     tk.INTERPRETED, tk.DEVICE                    # Triton's CPU interpreter in use?  where the tensors go
 
     new_h, new_cell, gates, X = tk.lltm_forward(input, weights, bias, old_h, old_cell)
@@ -25,7 +25,6 @@ must come before anything imports triton, which this module checks (tests/confte
 """
 
 import contextlib
-import itertools
 import os
 from dataclasses import dataclass, field
 
@@ -39,7 +38,9 @@ import triton  # noqa: E402  (after the switch above)
 import triton.language as tl  # noqa: E402
 from torch.library import triton_op, wrap_triton  # noqa: E402
 
-from . import BUILD_DIR, lltm  # noqa: E402
+from workbook import BUILD_DIR  # noqa: E402
+from workbook.build import fresh_namespace  # noqa: E402
+from workbook.ops import lltm  # noqa: E402
 
 INTERPRETED = bool(triton.knobs.runtime.interpret)
 
@@ -53,7 +54,7 @@ def _check_triton_language_matches() -> None:
         raise ImportError(
             "triton.language was imported before TRITON_INTERPRET was set (torch.compile imports it), so its "
             "own helpers and this module's kernels disagree about the interpreter. Restart Python and import "
-            "workbook.triton_kernels (or set TRITON_INTERPRET=1) before anything uses triton or torch.compile"
+            "workbook.ops.triton_kernels (or set TRITON_INTERPRET=1) before anything uses triton or torch.compile"
         )
 
 
@@ -436,16 +437,13 @@ class LLTMCell(torch.nn.Module):
         return lltm_cell(input, weights, bias, old_h, old_cell, ops=self.ops)
 
 
-_fresh_namespaces = itertools.count()
-
-
 def new_softmax_op(*, fake=None, setup_context=None, backward=None):
     """A new custom op `wb_ch11_<n>::softmax(Tensor x) -> Tensor` that launches softmax_kernel.
 
     Each call defines it in a namespace of its own, so an exercise cell can be run again after an edit.
     `fake`, `setup_context` and `backward` are registered when given.
     """
-    name = f"wb_ch11_{next(_fresh_namespaces)}::softmax"
+    name = f"{fresh_namespace.numbered('wb_ch11')}::softmax"
 
     @torch.library.custom_op(name, mutates_args=())
     def op(x: torch.Tensor) -> torch.Tensor:

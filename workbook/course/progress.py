@@ -1,8 +1,8 @@
 """Where a learner stands: every check run in notebooks/ is recorded, and this module shows the record.
 
-    python -m workbook.progress        # or: make progress
+    python -m workbook.course.progress        # or: make progress
 
-**The record.** Each time an exercise's check runs in a notebook of `notebooks/`, `workbook.checking` calls
+**The record.** Each time an exercise's check runs in a notebook of `notebooks/`, `workbook.course.checking` calls
 `record_check`, which writes the outcome to `build/progress.json` (under WORKBOOK_BUILD_DIR when that is
 set): for each notebook and exercise (the nbgrader `grade_id` of its answer cell), passed / failed with the
 check's one-line message / not attempted / skipped, a hash of the answer cell's source as it ran, and when.
@@ -44,12 +44,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT
+from workbook import BUILD_DIR, REPO_ROOT
 
 NOTEBOOKS = REPO_ROOT / "notebooks"
 SOLUTIONS = REPO_ROOT / "solutions"
 RECORD = BUILD_DIR / "progress.json"
-_EXERCISE_MODULES = Path(__file__).parent / "exercises"
+_EXERCISE_MODULES = Path(__file__).parent.parent / "exercises"
 _FORMAT = 1
 
 PASSED, FAILED, NOT_ATTEMPTED, SKIPPED = "passed", "failed", "not attempted", "skipped"
@@ -149,7 +149,7 @@ def latest_run(answer: str, history: list[str]) -> str | None:
 
 def record_check(check_name: str, outcome) -> None:
     """Record the outcome of check function `check_name` when it ran in a learner's notebook (see the module
-    docstring); otherwise do nothing. workbook.checking calls this after every check, outside strict mode."""
+    docstring); otherwise do nothing. workbook.course.checking calls this after every check, outside strict mode."""
     shell = _learner_shell()
     if shell is None:
         return
@@ -202,7 +202,7 @@ def _running_notebook(check_name: str):
 
 def update_record(record_path: Path, notebook: str, grade_id: str, entry: dict) -> None:
     """Set one exercise's entry, under the record's lock, replacing the file atomically."""
-    from .build import exclusive
+    from workbook.build import exclusive
 
     record_path.parent.mkdir(parents=True, exist_ok=True)
     with exclusive(_lock_file(record_path)):
@@ -223,7 +223,7 @@ def load_record(record_path: Path) -> tuple[dict, list[str]]:
     except FileNotFoundError:
         return {}, notes
     except (OSError, ValueError):
-        from .build import exclusive
+        from workbook.build import exclusive
 
         with exclusive(_lock_file(record_path)):
             record, note = _read_or_set_aside(record_path)
@@ -329,7 +329,7 @@ def collect(notebooks: Path = NOTEBOOKS, solutions: Path = SOLUTIONS, record_pat
         if solution.stem not in present and not (notebooks / solution.name).exists():
             notes.append(
                 f"notebooks/{solution.name} is missing (renamed or deleted?). "
-                f"`python -m workbook.generate {solution.stem}` writes it afresh from solutions/."
+                f"`python -m workbook.course.generate {solution.stem}` writes it afresh from solutions/."
             )
     for name, entries in sorted(record.items()):
         if name not in present:

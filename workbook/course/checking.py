@@ -18,7 +18,7 @@ cell by its output: an error scores nothing, printed text full marks, and a retu
 number of points.
 
 Outside strict mode a check run in a learner's notebook (in notebooks/) also records its outcome in
-build/progress.json, which `python -m workbook.progress` shows; see `workbook.progress`.
+build/progress.json, which `python -m workbook.course.progress` shows; see `workbook.course.progress`.
 """
 
 from __future__ import annotations
@@ -93,11 +93,11 @@ def exercise(title: str):
 
 
 def _keep_record(check_name: str, outcome: Outcome) -> None:
-    """Record the outcome for `python -m workbook.progress` when the check ran in a learner's notebook
-    (`workbook.progress.record_check` decides). A failure to record must never change what a check reports
+    """Record the outcome for `python -m workbook.course.progress` when the check ran in a learner's notebook
+    (`workbook.course.progress.record_check` decides). A failure to record must never change what a check reports
     or prints, so it is ignored."""
     with contextlib.suppress(Exception):
-        from .progress import record_check
+        from workbook.course.progress import record_check
 
         record_check(check_name, outcome)
 

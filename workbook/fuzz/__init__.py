@@ -30,7 +30,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import REPO_ROOT
+from workbook import REPO_ROOT
 
 CHILD_TIMEOUT_S = 300
 
@@ -185,7 +185,7 @@ def _scatter_call(case, args):
     """scatter_* through torch.ops (functional or accumulate overload) or the torch_scatter-style wrappers."""
     import torch
 
-    from . import scatter
+    from workbook.ops import scatter
 
     reduce, entry = case["reduce"], case["entry"]
     src, index, dim, out, dim_size = (args.get(k) for k in ("src", "index", "dim", "out", "dim_size"))
@@ -205,11 +205,11 @@ def _scatter_call(case, args):
 
 
 def _scatter_reference(case, args):
-    """What the call must return, from workbook.scatter_reference (min/max values as a gather of src
+    """What the call must return, from workbook.ops.scatter_reference (min/max values as a gather of src
     at the reference's argindex, which routes gradients to the chosen element as the op does)."""
     import torch
 
-    from . import scatter_reference as reference
+    from workbook.ops import scatter_reference as reference
 
     reduce, entry = case["reduce"], case["entry"]
     if entry == "reduce":
@@ -251,7 +251,7 @@ def _requires_grad(value) -> bool:
 def _lltm_forward_reference(args):
     import torch
 
-    from . import lltm
+    from workbook.ops import lltm
 
     names = ["input", "weights", "bias", "old_h", "old_cell"]
     wide = [args[n].double() for n in names]
@@ -305,7 +305,7 @@ def _replace(tensor, how, replacement):
 def _lltm_backward_reference(args):
     import torch
 
-    from . import lltm
+    from workbook.ops import lltm
 
     names = ["input", "weights", "bias", "old_h", "old_cell"]
     wide = [args[n].detach().double().requires_grad_() for n in names]
@@ -441,7 +441,7 @@ def _check_result(family, case, args, on_cpu, result):
         assert_same((new_h, new_cell, X), _meta_like(_lltm_forward_reference(on_cpu), result))
         names = [n for n in ("input", "weights", "bias", "old_h", "old_cell") if _requires_grad(args[n])]
         if names and new_h.device.type != "meta":
-            import workbook.lltm as lltm
+            import workbook.ops.lltm as lltm
 
             wide = {n: args[n].detach().double().requires_grad_(args[n].requires_grad) for n in args}
             expected = lltm.lltm_python(*(wide[n] for n in ("input", "weights", "bias", "old_h", "old_cell")))
@@ -522,10 +522,10 @@ def _meta_like(expected, got):
 
 def _run_stack(args, reference=False):
     """Apply args["calls"] ([[method, argument], ...]) to a TensorStack built from args["items"]; collect
-    what each call returns. The reference runs the same calls on workbook.torchscript.FakeTensorStack."""
+    what each call returns. The reference runs the same calls on workbook.ops.warp_perspective.FakeTensorStack."""
     import torch
 
-    from .torchscript import FakeTensorStack
+    from workbook.ops.warp_perspective import FakeTensorStack
 
     stack = FakeTensorStack(args["items"]) if reference else torch.classes.workbook_classes.TensorStack(args["items"])
     returned = []
@@ -545,11 +545,12 @@ def _run_stack(args, reference=False):
 def load_libraries():
     """Build (or reuse) and load every compiled library the cases call. The test calls it before
     starting a child, so that the child's time limit is spent on cases, not on a cold build."""
-    from . import build, lltm, scatter, torchscript
+    from workbook import build
+    from workbook.ops import lltm, scatter, warp_perspective
 
     scatter.load()
     lltm.load_extension()
-    torchscript.load_ops()
+    warp_perspective.load_ops()
     build.load("wb_setup_check", ["csrc/setup_check/add_one.cpp"], is_python_module=False)
 
 

@@ -1,6 +1,6 @@
 """CUDA kernels run on the CPU, one thread at a time (no GPU, no nvcc needed).
 
-    from workbook import cuda_emulation
+    from workbook.ops import cuda_emulation
     ops = cuda_emulation.load_source("wb_ch05_emu", cuda_source)   # torch.ops.<wb_ch05_emu_<hash>>
     cuda_emulation.load_topic("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"])  # torch.ops.wb_scatter_emu
 
@@ -15,10 +15,10 @@ them (csrc/cuda_emulation/README.md).
 
 from __future__ import annotations
 
-import hashlib
 import re
 
-from . import CSRC_DIR, build
+from workbook import CSRC_DIR, build
+from workbook.build import fresh_namespace
 
 EMULATION_INCLUDE = CSRC_DIR / "cuda_emulation" / "include"
 EMULATION_SOURCES = build.SOURCES_DIR / "cuda_emulation"
@@ -81,8 +81,6 @@ def load_topic(topic: str, sources, **kwargs):
     return build.load(f"wb_{topic}_emu", [emulated_copy(topic, source) for source in sources], **_FLAGS, **kwargs)
 
 
-_loaded_sources: set[str] = set()
-
 # Appended to a source built by load_source: `<namespace>.emulated_launches(like)` returns the launches made
 # since the last call, flattened as [grid, block, checked, ...], and forgets them (see `launches`).
 _LAUNCH_LOG_OP = r"""
@@ -113,30 +111,21 @@ def launches(ops) -> list[tuple[int, int, bool]]:
     return [(flat[i], flat[i + 1], bool(flat[i + 2])) for i in range(0, len(flat), 3)]
 
 
-def source_namespace(stem: str, source: str) -> str:
-    """`<stem>_<hash of source>`: one namespace per version of a source (a namespace registers once)."""
-    return f"{stem}_{hashlib.sha256(source.encode()).hexdigest()[:10]}"
-
-
 def _emulated_text(source: str, namespace: str) -> str:
     return for_the_cpu(source.replace("NAMESPACE", namespace), namespace)
+
+
+def _with_launch_log(text: str, namespace: str) -> str:
+    return for_the_cpu(text, namespace) + _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)
 
 
 def load_source(stem: str, source: str):
     """Build a CUDA source whose registrations name NAMESPACE for the emulation; return torch.ops.<namespace>.
 
-    Every version of the source gets its own namespace (`source_namespace`), so an edited source can be
-    loaded into the process that loaded the old one. An unchanged one is loaded once and reused.
+    Every version of the source gets its own namespace (`workbook.build.fresh_namespace`), so an edited
+    source can be loaded into the process that loaded the old one. An unchanged one is loaded once and reused.
     """
-    import torch
-
-    namespace = source_namespace(stem, source)
-    if namespace not in _loaded_sources:
-        text = _emulated_text(source, namespace) + _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)
-        path = build.write_if_changed(EMULATION_SOURCES / stem / f"{namespace}.cpp", text)
-        build.load(namespace, [str(path)], is_python_module=False, **_FLAGS)
-        _loaded_sources.add(namespace)
-    return getattr(torch.ops, namespace)
+    return fresh_namespace.ops(stem, source, rewrite=_with_launch_log, folder=EMULATION_SOURCES, **_FLAGS)
 
 
 _INCLUDE = re.compile(r"^[ \t]*#[ \t]*include\b.*$", re.MULTILINE)
@@ -153,8 +142,8 @@ def load_sources(stem: str, sources) -> list:
     import torch
 
     sources = list(dict.fromkeys(sources))
-    namespaces = [source_namespace(stem, source) for source in sources]
-    missing = [(s, n) for s, n in zip(sources, namespaces) if n not in _loaded_sources]
+    namespaces = [fresh_namespace.for_source(stem, source) for source in sources]
+    missing = [(s, n) for s, n in zip(sources, namespaces) if not fresh_namespace.is_loaded(n)]
     if missing:
         includes, bodies = [], []
         for number, (source, namespace) in enumerate(missing):
@@ -165,8 +154,8 @@ def load_sources(stem: str, sources) -> list:
             bodies.append(_INCLUDE.sub("", _LAUNCH_LOG_OP.replace("NAMESPACE", namespace)))
         includes += [line.strip() for line in _INCLUDE.findall(_LAUNCH_LOG_OP)]
         text = "\n".join(dict.fromkeys(includes)) + "\n\n" + "\n".join(bodies)
-        name = source_namespace(f"{stem}_set", text)
+        name = fresh_namespace.for_source(f"{stem}_set", text)
         path = build.write_if_changed(EMULATION_SOURCES / stem / f"{name}.cpp", text)
         build.load(name, [str(path)], is_python_module=False, **_FLAGS)
-        _loaded_sources.update(namespace for _, namespace in missing)
+        fresh_namespace.mark_loaded(namespace for _, namespace in missing)
     return [getattr(torch.ops, namespace) for namespace in namespaces]

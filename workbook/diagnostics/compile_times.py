@@ -1,8 +1,8 @@
 """How long each translation unit took to compile, read from the ninja logs under build/.
 
-    python -m workbook.compile_times            # every build folder under build/
-    python -m workbook.compile_times --links    # link steps too
-    python -m workbook.compile_times build/torch_extensions/wb_scatter
+    python -m workbook.diagnostics.compile_times            # every build folder under build/
+    python -m workbook.diagnostics.compile_times --links    # link steps too
+    python -m workbook.diagnostics.compile_times build/torch_extensions/wb_scatter
 
 ninja appends one line per finished step to `.ninja_log` in the build folder (formats v5 and v6:
 start ms, end ms, mtime, output, command hash, tab-separated). A rebuilt output gets a new line; the
@@ -32,7 +32,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BUILD_DIR, build, relative_to_repo
+from workbook import BUILD_DIR, build, relative_to_repo
+from workbook.build import errors
 
 OBJECT_SUFFIXES = (".o", ".obj")
 COSTS_FILE = BUILD_DIR / "compile_costs.json"
@@ -249,8 +250,7 @@ def run_compiler(compiler: str, arguments, cwd=None) -> subprocess.CompletedProc
         text=True,
     )
     if result.returncode != 0:
-        first_error = next((line for line in result.stderr.splitlines() if "error" in line), result.stderr.strip())
-        raise RuntimeError(f"{compiler} failed: {first_error}")
+        raise RuntimeError(f"{compiler} failed: {errors.first_compiler_error_line(result.stderr)}")
     return result
 
 

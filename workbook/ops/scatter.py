@@ -1,7 +1,7 @@
 """The scatter ops of chapters 03-04: the JIT build of csrc/scatter, and the same sources as a package
 and as a CMake project.
 
-    from workbook import scatter
+    from workbook.ops import scatter
     out = scatter.scatter_sum(src, index, dim=0)            # builds csrc/scatter on first use
     values, argindex = scatter.scatter_max(src, index, dim=0, dim_size=5)
     expected, expected_arg = scatter.reference_max(src, index, dim=0, dim_size=5)
@@ -11,7 +11,7 @@ path), each wrapped to build and load the library first: torch_scatter's signatu
 `(src, index, dim=-1, out=None, dim_size=None)`, calling the compiled `torch.ops.wb_scatter.*` ops (the
 functional overload, or `accumulate` when `out` is given). Their autograd is C++
 (`torch::autograd::Function` classes in csrc/scatter/scatter.cpp), their fake kernels Python (ops.py).
-The `reference_*` functions are workbook.scatter_reference's, in plain PyTorch.
+The `reference_*` functions are workbook.ops.scatter_reference's, in plain PyTorch.
 """
 
 from __future__ import annotations
@@ -26,10 +26,9 @@ from pathlib import Path
 
 import torch
 
-from . import REPO_ROOT, build
+from workbook import REPO_ROOT, build
 
 # Re-exported: chapter 03 and the tests call the pure-PyTorch reference as scatter.reference_*.
-from .scatter_reference import broadcast, reference_count, reference_max, reference_mean, reference_min, reference_sum
 
 NAME = "wb_scatter"
 CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]
@@ -79,14 +78,14 @@ def load():
     """
     global _loaded
     if not _loaded:
-        if _namespace_taken():
+        if _python_half.namespace_taken():
             raise RuntimeError(
                 "torch.ops.wb_scatter is already registered in this process by another library (the "
                 "installed wb_scatter package?). Loading the JIT build as well would abort the process "
                 "(a TORCH_LIBRARY namespace can be registered only once); restart the kernel."
             )
         _build()
-        _python_half.register_fakes()
+        _python_half.register_python_kernels()
         _loaded = True
     return torch.ops.wb_scatter
 
@@ -118,14 +117,6 @@ def _build():
             os.environ["LD_PRELOAD"] = preload
 
 
-def _namespace_taken() -> bool:
-    try:
-        torch.ops.wb_scatter.scatter_sum  # noqa: B018 - looking the op up is the test
-    except (AttributeError, RuntimeError):
-        return False
-    return True
-
-
 def _loading_first(function):
     """`function` of ops.py, preceded by building and loading the library when it is not loaded yet."""
 
@@ -142,30 +133,6 @@ scatter_mean = _loading_first(_python_half.scatter_mean)
 scatter_min = _loading_first(_python_half.scatter_min)
 scatter_max = _loading_first(_python_half.scatter_max)
 scatter = _loading_first(_python_half.scatter)
-
-
-# ---- loading a chapter's inline C++ that registers ops ---------------------------------------
-
-
-def load_inline_ops(stem: str, source: str, **kwargs):
-    """Build C++ that registers ops with `TORCH_LIBRARY(NAMESPACE, m)` and return `torch.ops.<ns>`.
-
-    The word NAMESPACE in `source` becomes `<stem>_<hash of the source>`. A library namespace can
-    be registered only once per process, so re-running an edited cell under one fixed name would
-    fail with "Only a single TORCH_LIBRARY can be used to register the namespace"; with the hash in
-    the name, every edit gets its own namespace (and its own build), and re-running an unchanged
-    cell reuses the loaded one.
-    """
-    digest = hashlib.sha256(source.encode()).hexdigest()[:10]
-    namespace = f"{stem}_{digest}"
-    if namespace not in _inline_loaded:
-        kwargs.setdefault("extra_cflags", ["-O2"])
-        build.load_inline(namespace, source.replace("NAMESPACE", namespace), is_python_module=False, **kwargs)
-        _inline_loaded.add(namespace)
-    return getattr(torch.ops, namespace)
-
-
-_inline_loaded: set[str] = set()
 
 
 # ---- chapter 04: the same sources as a pip-installable package and as a CMake project --------

@@ -1,8 +1,8 @@
 """The figure of chapter 11: how the blocks of a Triton launch cover a tensor.
 
-from workbook import triton_figures
-triton_figures.show_blocks()     # a PNG for a notebook cell's result
-triton_figures.blocks_figure()   # the matplotlib Figure itself
+from workbook.chapters import triton_kernels
+triton_kernels.show_blocks()     # a PNG for a notebook cell's result
+triton_kernels.blocks_figure()   # the matplotlib Figure itself
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .figures import as_image
+from workbook.chapters.drawing import as_image
 
 PROGRAM_COLOURS = ["#8ecae6", "#ffb703", "#90be6d", "#f4a6c0", "#cdb4db", "#ffd6a5"]
 MASKED = "#eeeeee"

@@ -9,7 +9,7 @@ same outputs as one executed with warm builds.
 
 * In Jupyter it is a display that starts out empty (no data at all), is updated in place while
   the build runs, and is emptied again at the end. nbval compares an output by its data, so the
-  empty display compares as nothing, and it ignores the updates; `workbook.generate` drops empty
+  empty display compares as nothing, and it ignores the updates; `workbook.course.generate` drops empty
   displays from the notebooks it stores.
 * In a terminal (stderr is a tty) it is a line rewritten in place and erased at the end.
 * Anywhere else (pytest, a pipe, a log file) nothing is shown.

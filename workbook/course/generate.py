@@ -1,8 +1,8 @@
 """Write the learners' notebooks (`notebooks/`) from the complete chapters (`solutions/`).
 
-    python -m workbook.generate            # regenerate what changed, keep learners' edits
-    python -m workbook.generate --execute  # ... and run what was rewritten, storing real outputs
-    python -m workbook.generate --force 01_python_extensions   # overwrite even an edited notebook
+    python -m workbook.course.generate            # regenerate what changed, keep learners' edits
+    python -m workbook.course.generate --execute  # ... and run what was rewritten, storing real outputs
+    python -m workbook.course.generate --force 01_python_extensions   # overwrite even an edited notebook
 
 Every region between `### BEGIN SOLUTION` and `### END SOLUTION` (or `// BEGIN SOLUTION` and
 `// END SOLUTION` in C++ source) becomes a stub that raises "not attempted yet". The generated
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import REPO_ROOT
+from workbook import REPO_ROOT
 
 SOLUTIONS = REPO_ROOT / "solutions"
 NOTEBOOKS = REPO_ROOT / "notebooks"
@@ -115,7 +115,7 @@ def execute(path: Path) -> None:
 
 
 def drop_empty_displays(notebook) -> None:
-    """Remove displays left with no data (a build's progress line, workbook.build_progress, ends as one)
+    """Remove displays left with no data (a build's progress line, workbook.build.progress_line, ends as one)
     and join the stream outputs such a display separated, so a cold build stores what a warm one does."""
     for cell in notebook.cells:
         if cell.cell_type != "code":

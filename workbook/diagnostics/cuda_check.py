@@ -1,8 +1,8 @@
 """Compile-only checks of CUDA kernels, for machines without a GPU (or without a CUDA build of torch).
 
-    python -m workbook.cuda_check              # every .cu under csrc/
-    python -m workbook.cuda_check path/to.cu   # just these
-    python -m workbook.cuda_check -j 2         # two nvcc processes at a time
+    python -m workbook.diagnostics.cuda_check              # every .cu under csrc/
+    python -m workbook.diagnostics.cuda_check path/to.cu   # just these
+    python -m workbook.diagnostics.cuda_check -j 2         # two nvcc processes at a time
 
 A CPU-only torch refuses to build CUDA extensions, but its wheel still ships the headers a kernel
 needs (ATen, c10/cuda, torch/library.h). So each `.cu` is compiled, not linked, with
@@ -36,8 +36,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, build_progress, relative_to_repo
-from .build import exclusive, first_compiler_error
+from workbook import BUILD_DIR, CSRC_DIR, REPO_ROOT, relative_to_repo
+from workbook.build import exclusive, progress_line
+from workbook.build.errors import first_compiler_error
 
 CACHE_DIR = BUILD_DIR / "cuda_check"
 STUB_INCLUDE_DIR = CSRC_DIR / "cuda_stub"
@@ -221,7 +222,7 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     environment = dict(os.environ, LC_ALL="C")
     started = time.perf_counter()
     try:
-        with build_progress.shown(shown):
+        with progress_line.shown(shown):
             completed = subprocess.run(command, capture_output=True, text=True, cwd=path.parent, env=environment)
     except OSError as error:
         return CompileResult(shown, SKIPPED, f"could not run nvcc: {error}"), None
@@ -239,9 +240,6 @@ def _run_nvcc(nvcc, path: Path, shown: str, flags, includes, entry: Path):
     # A failed compile writes no dependency list: key the failure on the file and the headers nearby.
     nearby = {p for folder in (path.parent, CSRC_DIR) for p in folder.rglob("*") if p.suffix in _HEADER_SUFFIXES}
     return CompileResult(shown, FAILED, first, log, seconds), _fingerprints([path, *sorted(nearby)])
-
-
-first_nvcc_error = first_compiler_error  # the workbook's one first-error parser knows nvcc's format
 
 
 def _readable(text: str, source: Path) -> str:

@@ -10,11 +10,11 @@ workbook's conventions:
 * builds are quiet; ninja and ccache reuse earlier work (torch's JIT builds put ccache in front of
   the compiler by themselves; CMake gets it as its compiler launcher, see `cmake_options`);
 * while a build runs in a notebook, a transient line shows what is being compiled and for how long
-  (`workbook.build_progress`); it leaves nothing in the cell's stored outputs;
+  (`workbook.build.progress_line`); it leaves nothing in the cell's stored outputs;
 * the lock file a killed build left behind is removed, with a line that says so, instead of making
   torch wait for it forever (see `clear_stale_lock`);
 * a failed build raises `BuildError` showing the *first* error (the compiler's, the linker's or
-  CMake's, see `first_compiler_error`), with paths relative to the repository, and keeps the full
+  CMake's, see `errors.first_compiler_error`), with paths relative to the repository, and keeps the full
   log in a file; the next load of that extension builds it again;
 * CUDA sources are built where they can run, or where `WORKBOOK_BUILD_CUDA=1` asks for them (see
   `cuda_build_status`); otherwise the extension gets its CPU kernels only, with one line saying why.
@@ -34,7 +34,9 @@ import sys
 import threading
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT, build_progress, relative_to_repo
+from .. import BUILD_DIR, REPO_ROOT, relative_to_repo
+from . import progress_line
+from .errors import first_compiler_error, repo_relative_paths
 
 EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
@@ -50,18 +52,6 @@ logging.getLogger("torch.utils.cpp_extension").addFilter(
 )
 
 BUILD_CUDA_SWITCH = "WORKBOOK_BUILD_CUDA"
-
-_FIRST_ERROR = re.compile(
-    r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|No such file or directory)", re.IGNORECASE
-)
-_GCC_EXCERPT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
-_NVCC_ERROR = re.compile(r"\(\d+\): (catastrophic )?error\b")  # nvcc: `kernel.cu(12): error: ...`
-# a relative path to a C/C++/CUDA file, as a compiler prints it before ':<line>' or '(<line>)'
-_RELATIVE_SOURCE = re.compile(
-    r"(?<![\w/.+-])(?:\.\.?/)*[\w.+-]+(?:/[\w.+-]+)*\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|inl)(?=[:(])"
-)
-_DIAGNOSTIC = re.compile(r"(\(\d+\): \w|:\d+(:\d+)?: \w|^\S.*\berror\b)")  # the start of the next message
-
 
 class BuildError(RuntimeError):
     """An extension failed to compile or link; the message starts with the first real error."""
@@ -128,6 +118,21 @@ def lock_is_held(path) -> bool:
             return True
         fcntl.flock(guard, fcntl.LOCK_UN)
     return False
+
+
+def stale_lock_files(extensions_dir: Path | None = None) -> list[Path]:
+    """torch's `lock` files in the build folders under `extensions_dir` (default: the workbook's) that no
+    build holds: neither the workbook's lock for that extension nor an OS-level lock on the file itself.
+    Only torch <= 2.13 leaves such files (see `clear_stale_lock`)."""
+    if torch_lock_file_stays():
+        return []
+    extensions_dir = Path(extensions_dir or EXTENSIONS_DIR)
+    locks_dir = extensions_dir.parent / _LOCKS_DIR.name
+    return sorted(
+        lock
+        for lock in extensions_dir.glob("*/lock")
+        if not lock_is_held(locks_dir / f"{lock.parent.name}.flock") and not lock_is_held(lock)
+    )
 
 
 def load(name: str, sources, **kwargs):
@@ -221,7 +226,7 @@ def _exclusive_build(name: str):
     ensure_ninja_on_path()
     directory = build_directory(name)
     directory.mkdir(parents=True, exist_ok=True)
-    with build_progress.shown(name), exclusive(name), _plain_compiler_messages():
+    with progress_line.shown(name), exclusive(name), _plain_compiler_messages():
         removed = clear_stale_lock(name)
         if removed is not None:
             print(
@@ -337,7 +342,7 @@ def cmake_build(project: str, source_dir, *, options: dict | None = None, target
     configure = cmake_configure_command(source_dir, build_dir, options)
     recorded = build_dir / "workbook_configure.json"
     wanted = json.dumps(configure)
-    with build_progress.shown(project), exclusive(f"cmake-{project}"):
+    with progress_line.shown(project), exclusive(f"cmake-{project}"):
         if not (build_dir / "CMakeCache.txt").exists() or not recorded.exists() or recorded.read_text() != wanted:
             if _configured_source(build_dir) not in (None, str(source_dir)):
                 # CMake refuses to reuse a build folder for another source folder: start this one afresh.
@@ -373,7 +378,7 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
     ensure_ninja_on_path()
     # ASCII messages whatever the learner's locale
     environment = dict(os.environ, LC_ALL="C", **package_cuda_environment())
-    with build_progress.shown(project):
+    with progress_line.shown(project):
         result = subprocess.run(
             [str(word) for word in command], capture_output=True, text=True, cwd=cwd or REPO_ROOT, env=environment
         )
@@ -392,67 +397,6 @@ def run_build_step(project: str, step: str, command, *, log_dir, cwd=None) -> su
 
 
 # ---- reading build logs -------------------------------------------------------------------------
-
-
-def first_compiler_error(output: str) -> str:
-    """The first error of a build log, with the lines that explain it: CMake's message below a
-    `CMake Error`, gcc's source excerpt and caret below a compiler error, nvcc's source line and caret
-    below an nvcc error. Without a recognisable error: the log's last lines."""
-    lines = output.splitlines()
-    for index, line in enumerate(lines):
-        if line.startswith("CMake Error"):  # CMake's own error explains what follows it
-            return _excerpt(line, lines[index + 1 : index + 7], _cmake_message_line)
-    for index, line in enumerate(lines):
-        if _FIRST_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:")):
-            explains = _nvcc_excerpt_line if _NVCC_ERROR.search(line) else _gcc_excerpt_line
-            return _excerpt(line, lines[index + 1 : index + 5], explains)
-    tail = [line for line in lines if line.strip()][-4:]
-    return "\n".join("    " + strip_repo(text) for text in tail)
-
-
-def _excerpt(first: str, following: list[str], explains) -> str:
-    """`first` and the lines after it for which `explains` holds (None: skip the line; False: stop)."""
-    excerpt = [first]
-    for line in following:
-        verdict = explains(line)
-        if verdict is None:
-            continue
-        if not verdict:
-            break
-        excerpt.append(line)
-    return "\n".join("    " + strip_repo(text.rstrip()) for text in excerpt)
-
-
-def _cmake_message_line(line: str):
-    if line.startswith(("CMake ", "-- ")):
-        return False
-    return True if line.strip() else None
-
-
-def _gcc_excerpt_line(line: str) -> bool:
-    return bool(_GCC_EXCERPT_LINE.match(line))
-
-
-def _nvcc_excerpt_line(line: str) -> bool:
-    return bool(line.strip()) and not _DIAGNOSTIC.search(line) and not re.match(r"(Remark|\d+ errors? detected)", line)
-
-
-def strip_repo(text: str) -> str:
-    """Text with the repository's absolute path removed, so paths read as repo-relative."""
-    return text.replace(str(REPO_ROOT) + os.sep, "")
-
-
-def repo_relative_paths(text: str, *folders) -> str:
-    """`text` with each relative source path that names a file from one of `folders` (where the compiler
-    ran) rewritten relative to the repository. ccache with a `base_dir` hands the compiler relative
-    paths, so its messages say `../../src/x.cpp` where they would otherwise say `<repo>/build/src/x.cpp`."""
-
-    def from_repo(match: re.Match) -> str:
-        path = match.group(0)
-        found = [Path(folder) / path for folder in folders if (Path(folder) / path).is_file()]
-        return relative_to_repo(found[0]) if found else path
-
-    return _RELATIVE_SOURCE.sub(from_repo, text)
 
 
 def cuda_build_status() -> tuple[bool, str]:

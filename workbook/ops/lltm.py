@@ -13,7 +13,7 @@ The cell, for inputs ``input`` (batch, input_features) and a state ``old_h``, ``
 
 API (used by chapter 02, tests/test_lltm.py and the benchmark):
 
-    from workbook import lltm
+    from workbook.ops import lltm
     ext = lltm.load_extension()        # build (first time) and import the C++ extension `wb_lltm`;
                                        # ext.forward / ext.backward are its pybind11 functions
     args = lltm.make_inputs(batch_size=16, input_features=32, state_size=128,
@@ -37,7 +37,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from . import CSRC_DIR, build
+from workbook import CSRC_DIR, build
 
 EXTENSION_NAME = "wb_lltm"  # also the TORCH_LIBRARY namespace: torch.ops.wb_lltm.*
 # The schema, the pybind11 bindings and the CPU kernels (ops_library() builds all but the bindings).
@@ -78,7 +78,7 @@ def load_extension():
     """Build (when sources changed) and import the `wb_lltm` extension; cached per process.
 
     Importing it also registers the ops torch.ops.wb_lltm.lltm_forward / lltm_backward, and this
-    function then adds their Python parts (`register_fake_kernels_and_autograd`).
+    function then adds their Python parts (`register_python_kernels`).
     """
     global _extension
     if _extension is None:
@@ -86,7 +86,7 @@ def load_extension():
         _extension = build.load(
             EXTENSION_NAME, sources, extra_cflags=EXTRA_CFLAGS, extra_ldflags=["-fopenmp"], extra_cuda_cflags=["-O2"]
         )
-        register_fake_kernels_and_autograd()
+        register_python_kernels()
     return _extension
 
 
@@ -190,7 +190,7 @@ def _backward_backward(ctx, *grads):
     )
 
 
-def register_fake_kernels_and_autograd():
+def register_python_kernels():
     """Register the fake kernels and the autograd formula of the wb_lltm ops (once per process).
 
     Needs the ops' schema in this process (load_extension() calls it after loading).
@@ -325,7 +325,7 @@ __all__ = [
     "EXTENSION_NAME",
     "load_extension",
     "ops_library",
-    "register_fake_kernels_and_autograd",
+    "register_python_kernels",
     "make_inputs",
     "lltm_python",
     "lltm_cpp",

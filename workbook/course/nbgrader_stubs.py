@@ -4,14 +4,14 @@ nbgrader replaces every solution region with the one stub of the notebook's lang
 `// BEGIN SOLUTION` region inside a C++ source string would receive Python. This preprocessor uses the
 workbook's own generator instead (the same stubs as `notebooks/`). In the course's nbgrader_config.py:
 
-    from workbook.nbgrader_stubs import use_workbook_stubs
+    from workbook.course.nbgrader_stubs import use_workbook_stubs
     use_workbook_stubs(get_config())
 """
 
 from nbgrader.converters import GenerateAssignment
 from nbgrader.preprocessors import ClearSolutions
 
-from .generate import stub_source
+from workbook.course.generate import stub_source
 
 
 class WorkbookClearSolutions(ClearSolutions):

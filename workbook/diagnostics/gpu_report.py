@@ -1,7 +1,7 @@
 """Everything chapters 05 and 11 need checked on a GPU machine, in one go:
 
-    .venv/bin/python -m workbook.gpu_report            # all steps, a report on stdout
-    .venv/bin/python -m workbook.gpu_report --quick    # smaller benchmarks
+    .venv/bin/python -m workbook.diagnostics.gpu_report            # all steps, a report on stdout
+    .venv/bin/python -m workbook.diagnostics.gpu_report --quick    # smaller benchmarks
 
 1. the machine: torch, CUDA, GPU, nvcc;
 2. the compile-only check of every .cu under csrc/ (what CI runs without a GPU);
@@ -29,7 +29,8 @@ import time
 
 import torch
 
-from . import REPO_ROOT, build, cuda_check
+from workbook import REPO_ROOT, build
+from workbook.diagnostics import cuda_check
 
 # --- timing helpers (used by chapter 05 too) ---------------------------------------------------
 
@@ -45,7 +46,7 @@ def time_lltm(
     device, *, batch_size=64, input_features=256, state_size=512, dtype=torch.float32, min_run_time=0.3
 ) -> dict:
     """Median seconds of one LLTM step (forward + backward) through the C++/CUDA ops on `device`."""
-    from . import lltm
+    from workbook.ops import lltm
 
     lltm.load_extension()
     args = [
@@ -68,7 +69,7 @@ def time_scatter(
     device, *, elements=1 << 20, groups=1 << 12, features=16, dtype=torch.float32, min_run_time=0.3
 ) -> list[dict]:
     """Median seconds of each scatter op on a (elements, features) src reduced along dim 0."""
-    from . import scatter
+    from workbook.ops import scatter
 
     generator = torch.Generator().manual_seed(0)
     src = torch.randn(elements, features, generator=generator).to(dtype=dtype, device=device)
@@ -92,7 +93,7 @@ def scatter_bandwidth(device="cuda", *, elements=1 << 24, groups=1 << 16, min_ru
     The copy moves the same bytes (src and index, read once and written once), so its GB/s is close
     to what the memory can do; a scatter with atomics reaches some fraction of it.
     """
-    from . import scatter
+    from workbook.ops import scatter
 
     generator = torch.Generator().manual_seed(0)
     src = torch.randn(elements, generator=generator).to(device)
@@ -128,7 +129,7 @@ def reduce_overhead_mismatches(device="cuda", *, calls=3) -> list[str]:
     or fails the capture. The step is called `calls` times with new input values each time (so
     replays, not just the recording, are compared); returns what differed (empty when all matched).
     """
-    from . import lltm, scatter
+    from workbook.ops import lltm, scatter
 
     scatter.load()
     lltm.load_extension()
@@ -159,8 +160,8 @@ def reduce_overhead_mismatches(device="cuda", *, calls=3) -> list[str]:
 def triton_compile_and_export() -> list[str]:
     """Chapter 11's triton_op on the GPU: torch.compile(fullgraph=True) and torch.export trace into its
     kernels and agree with eager. Prints what it finds; returns the problems (empty when all is well)."""
-    from . import lltm
-    from . import triton_kernels as tk
+    from workbook.ops import lltm
+    from workbook.ops import triton_kernels as tk
 
     if tk.INTERPRETED:
         return ["the Triton kernels are interpreted (TRITON_INTERPRET is set): unset it to compile them"]
@@ -196,8 +197,8 @@ def triton_compile_and_export() -> list[str]:
 def time_triton_against_cuda(*, elements=1 << 20, groups=1 << 12, features=16, min_run_time=0.3) -> list[dict]:
     """Median seconds on the GPU of chapter 11's Triton kernels and chapter 05's CUDA kernels, side by side:
     one LLTM step (forward + backward) and scatter_sum (Triton with atomics, Triton on sorted rows)."""
-    from . import lltm, scatter
-    from . import triton_kernels as tk
+    from workbook.ops import lltm, scatter
+    from workbook.ops import triton_kernels as tk
 
     lltm.load_extension()
     args = [t.to("cuda").requires_grad_() for t in lltm.make_inputs(64, 256, 512)]
@@ -291,12 +292,12 @@ def main(argv=None) -> int:
         return 1
 
     _step("3. build wb_lltm, wb_scatter and wb_scatter_stable with their CUDA kernels")
-    from . import lltm, scatter, stable
+    from workbook.ops import lltm, scatter, scatter_stable
 
     started = time.perf_counter()
     lltm.load_extension()
     scatter.load()
-    stable.load()
+    scatter_stable.load()
     print(f"built/loaded in {time.perf_counter() - started:.0f} s")
     for op in (
         "wb_lltm::lltm_forward",

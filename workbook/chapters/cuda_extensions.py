@@ -1,4 +1,5 @@
-"""Figures of chapters 05 and 06, drawn with matplotlib from what the chapters compute.
+"""The code behind chapter 05's figures (05_cuda_extensions.ipynb), drawn from what the chapter computes:
+a launch's grid, blocks and threads, and a race between threads (from `interleaving`'s model).
 
 Each `show_*` function returns an IPython PNG image for a notebook cell's result; the `*_figure`
 functions return the matplotlib Figure itself (for tests, or to save elsewhere).
@@ -6,23 +7,15 @@ functions return the matplotlib Figure itself (for tests, or to save elsewhere).
 
 from __future__ import annotations
 
-import io
-
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
+
+from .drawing import as_image
 
 _BLOCK_COLOURS = ["#8ecae6", "#ffb703", "#90be6d", "#f4a6c0", "#cdb4db", "#ffd6a5"]
 
 
-def _as_image(figure: Figure):
-    from IPython.display import Image
-
-    buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    return Image(data=buffer.getvalue())
-
-
-# ---- chapter 05: a launch's grid, blocks and threads --------------------------------------------------
+# ---- a launch's grid, blocks and threads --------------------------------------------------
 
 
 def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | None = 2) -> Figure:
@@ -71,7 +64,7 @@ def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | Non
 
 
 def show_launch(n: int = 10, threads_per_block: int = 4, max_blocks: int | None = 2):
-    return _as_image(launch_figure(n, threads_per_block, max_blocks))
+    return as_image(launch_figure(n, threads_per_block, max_blocks), tight=True)
 
 
 # ---- chapter 05: a race, and the atomic that prevents it ----------------------------------------------
@@ -79,7 +72,7 @@ def show_launch(n: int = 10, threads_per_block: int = 4, max_blocks: int | None 
 
 def race_figure(threads: int = 4) -> Figure:
     """`threads` threads each adding 1 to one counter, under a round-robin interleaving: with a load and a
-    store the counter ends at 1; with an atomic add at `threads`. Drawn from workbook.interleaving's trace."""
+    store the counter ends at 1; with an atomic add at `threads`. Drawn from `interleaving`'s trace."""
     from . import interleaving
 
     def add_one(memory):
@@ -126,47 +119,7 @@ def race_figure(threads: int = 4) -> Figure:
 
 
 def show_race(threads: int = 4):
-    return _as_image(race_figure(threads))
+    return as_image(race_figure(threads), tight=True)
 
 
 # ---- chapter 06: warp_perspective next to cv2 ---------------------------------------------------------
-
-
-def warp_figure(image, ours, theirs) -> Figure:
-    """The source image, the operator's result, cv2's result and their difference (H x W or H x W x C)."""
-    import numpy as np
-
-    def picture(tensor):
-        array = tensor.detach().cpu().numpy()
-        return array if array.ndim == 2 else np.clip(array[..., :3], 0, 1)
-
-    difference = (ours - theirs).abs()
-    difference = difference if difference.dim() == 2 else difference.amax(dim=-1)
-    panels = [
-        ("image", picture(image)),
-        ("workbook_cv::warp_perspective", picture(ours)),
-        ("cv2.warpPerspective", picture(theirs)),
-        (f"|difference|, largest {difference.max().item():.3g}", difference.numpy()),
-    ]
-    figure = Figure(figsize=(12, 3.2))
-    for column, (title, array) in enumerate(panels):
-        axes = figure.add_subplot(1, 4, column + 1)
-        if array.ndim == 2:
-            axes.imshow(
-                array,
-                cmap="gray",
-                vmin=0,
-                vmax=max(float(array.max()), 1e-12) if column == 3 else 1,
-                interpolation="nearest",
-            )
-        else:
-            axes.imshow(array, interpolation="nearest")
-        axes.set_title(title, fontsize=10)
-        axes.set_xticks([])
-        axes.set_yticks([])
-    figure.tight_layout()
-    return figure
-
-
-def show_warp(image, ours, theirs):
-    return _as_image(warp_figure(image, ours, theirs))

@@ -1,14 +1,14 @@
-"""The scatter ops on the LibTorch stable ABI (csrc/scatter_stable): build, load, and what it costs.
+"""The scatter ops on the LibTorch stable ABI (csrc/scatter_stable): build, load, and what it costs to compile
+(chapter 08 times them against the ATen build: `workbook.chapters.torch_library_compile_export`).
 
-    from workbook import stable
-    ops = stable.load()                  # torch.ops.wb_scatter_stable; builds the wheel the first time
+    from workbook.ops import scatter_stable
+    ops = scatter_stable.load()                  # torch.ops.wb_scatter_stable; builds the wheel the first time
     out = ops.scatter_sum(src, index, 0, None)
     import wb_scatter_stable             # after load(): torch_scatter's signature, out= included
     values, argindex = wb_scatter_stable.scatter_max(src, index, 0, out=start)
-    stable.wheel_tag()                   # 'cp310-abi3-linux_x86_64': one wheel for CPython >= 3.10
-    stable.compile_times()               # seconds per translation unit, stable vs ATen, from ninja's logs
-    stable.cold_compile_times("stable")  # compile each TU again, ccache off, in a throw-away folder
-    stable.run_times()                   # stable vs ATen scatter_sum/mean/max on 10^6 float32 elements
+    scatter_stable.wheel_tag()                   # 'cp310-abi3-linux_x86_64': one wheel for CPython >= 3.10
+    scatter_stable.compile_times()               # seconds per translation unit, stable vs ATen, from ninja's logs
+    scatter_stable.cold_compile_times("stable")  # compile each TU again, ccache off, in a throw-away folder
 
 Building (`install`, called by `load`): `pip wheel --no-build-isolation --no-deps` writes
 build/stable/dist/wb_scatter_stable-0.1.0-cp310-abi3-linux_x86_64.whl (setuptools' objects and ninja
@@ -52,12 +52,7 @@ Public names:
                                 folder, one TU after the other; wall seconds per object file name
                                 (compile_times()'s keys); cpu=True: the compiler's CPU seconds,
                                 steadier on a busy machine. The build must exist (load() /
-                                workbook.scatter.load() first).
-    run_times(n=10**6, groups=1000, threads=None) -> list[dict]   one row per op (sum, mean, max):
-                                {"op", "threads", "aten_s", "stable_s", "stable/aten"}: seconds per
-                                call (median, torch.utils.benchmark via workbook.bench) on the same
-                                float32 input, dim_size given; threads=1 for a fair comparison on a
-                                busy machine.
+                                workbook.ops.scatter.load() first).
 """
 
 from __future__ import annotations
@@ -75,14 +70,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT, build
+from workbook import BUILD_DIR, REPO_ROOT, build
 
 SOURCE = REPO_ROOT / "csrc" / "scatter_stable"
 STABLE_BUILD = BUILD_DIR / "stable"
 DIST = STABLE_BUILD / "dist"
 SITE = STABLE_BUILD / "site"
 SETUPTOOLS_BUILD = STABLE_BUILD / "setuptools"  # build_base in csrc/scatter_stable/setup.py
-ATEN_BUILD = build.EXTENSIONS_DIR / "wb_scatter"  # workbook.scatter's JIT build
+ATEN_BUILD = build.EXTENSIONS_DIR / "wb_scatter"  # workbook.ops.scatter's JIT build
 _STAMP = SITE / ".source-hash"
 
 _ops = None
@@ -117,7 +112,9 @@ def _run(command, **kwargs) -> subprocess.CompletedProcess:
 def wheel_path() -> Path:
     found = sorted(DIST.glob("wb_scatter_stable-*.whl"))
     if not found:
-        raise FileNotFoundError(f"no wb_scatter_stable wheel in {DIST}: run workbook.stable.install() first")
+        raise FileNotFoundError(
+            f"no wb_scatter_stable wheel in {DIST}: run workbook.ops.scatter_stable.install() first"
+        )
     return found[-1]
 
 
@@ -236,8 +233,8 @@ def compile_commands(which: str) -> list[dict]:
     ninja = build.ensure_ninja_on_path()
     if ninja is None or not (folder / "build.ninja").exists():
         raise FileNotFoundError(
-            f"no build.ninja in {folder}: build it first (workbook.stable.load() for "
-            "'stable', workbook.scatter.load() for 'aten')"
+            f"no build.ninja in {folder}: build it first (workbook.ops.scatter_stable.load() for "
+            "'stable', workbook.ops.scatter.load() for 'aten')"
         )
     out = _run([ninja, "-C", str(folder), "-t", "compdb"]).stdout
     return [entry for entry in json.loads(out) if entry["file"].endswith((".cpp", ".cu"))]
@@ -267,52 +264,3 @@ def cold_compile_times(which: str, cpu: bool = False) -> dict[str, float]:
 def _children_cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
-
-
-# ---- run times -------------------------------------------------------------------------------
-
-
-def run_times(n: int = 10**6, groups: int = 1000, threads: int | None = None, seed: int = 0) -> list[dict]:
-    """ATen vs stable scatter_sum/mean/max on one float32 src of n elements, `groups` groups.
-
-    Both libraries are loaded in this process (different namespaces). dim_size is given, so neither
-    op scans the index for its maximum. Seconds are medians (workbook.bench.best_of_rounds), with
-    `threads` intra-op threads (None: torch's default). On a machine busy with other work, several
-    threads wait for each other's time slices and every op looks alike (~8 ms here); one thread
-    compares the code, not the scheduler.
-    """
-    import torch
-
-    from . import bench, scatter
-
-    aten, stable = scatter.load(), load()
-    generator = torch.Generator().manual_seed(seed)
-    env = {
-        "aten": aten,
-        "stable": stable,
-        "src": torch.randn(n, generator=generator),
-        "index": torch.randint(0, groups, (n,), generator=generator),
-        "groups": groups,
-    }
-    rows = []
-    saved, bench.THREADS = bench.THREADS, threads
-    try:
-        for op in ("sum", "mean", "max"):
-            times = bench.best_of_rounds(
-                {
-                    "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
-                    "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
-                }
-            )
-            rows.append(
-                {
-                    "op": f"scatter_{op}",
-                    "threads": threads or torch.get_num_threads(),
-                    "aten_s": times["aten"],
-                    "stable_s": times["stable"],
-                    "stable/aten": times["stable"] / times["aten"],
-                }
-            )
-    finally:
-        bench.THREADS = saved
-    return rows

@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from . import BUILD_DIR, REPO_ROOT
+from .. import BUILD_DIR, REPO_ROOT
 
 SETUP = "make setup  (or: pip install -r requirements.txt)"
 
@@ -156,19 +156,15 @@ def check_cmake() -> Finding:
     return Finding("CMake", _version(_run("cmake", "--version")), "chapters 04, 06–08", "sudo apt-get install cmake")
 
 
-def _opencv_header_dirs() -> list[Path]:
-    prefixes = [Path(p) for p in (os.environ.get("CONDA_PREFIX"), "/usr/local", "/usr") if p]
-    return [prefix / "include" / "opencv4" for prefix in prefixes]
-
-
 def check_opencv_cpp() -> Finding:
-    for directory in _opencv_header_dirs():
-        header = directory / "opencv2" / "core" / "version.hpp"
-        if header.exists():
-            parts = dict(re.findall(r"#define CV_VERSION_(MAJOR|MINOR|REVISION)\s+(\d+)", header.read_text()))
-            version = ".".join(parts.get(key, "?") for key in ("MAJOR", "MINOR", "REVISION"))
-            return Finding("OpenCV C++ library", version, "chapters 06–08", "sudo apt-get install libopencv-dev")
-    return Finding("OpenCV C++ library", None, "chapters 06–08", "sudo apt-get install libopencv-dev")
+    from ..build import opencv
+
+    header = opencv.version_header()
+    version = None
+    if header is not None:
+        parts = dict(re.findall(r"#define CV_VERSION_(MAJOR|MINOR|REVISION)\s+(\d+)", header.read_text()))
+        version = ".".join(parts.get(key, "?") for key in ("MAJOR", "MINOR", "REVISION"))
+    return Finding("OpenCV C++ library", version, "chapters 06–08", "sudo apt-get install libopencv-dev")
 
 
 def check_cv2() -> Finding:
@@ -204,7 +200,7 @@ def check_cuda_home() -> Finding:
         return Finding("CUDA toolkit for torch", None, needed, SETUP, required=False)
     import torch
 
-    from . import build
+    from .. import build
 
     if torch.version.cuda is None:
         return Finding(
@@ -331,7 +327,7 @@ def _checked_torch_requires(package: str):
 
 def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     """Lock files that killed builds left in the workbook's extension build folders (`extensions_dir`:
-    a folder of build folders, whose workbook locks are in `<its parent>/locks`).
+    a folder of build folders; `workbook.build.stale_lock_files` finds them).
 
     Up to torch 2.13 a JIT build's `lock` file is the lock, and a build that was killed leaves it behind
     (an exception or Ctrl-C does not: torch deletes it in a `finally`); every later load then waits
@@ -341,17 +337,9 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     needed = "rebuilding an extension (torch waits forever on a stale lock)"
     if importlib.util.find_spec("torch") is None:
         return Finding("stale build locks", "none (no torch to build with)", needed, "", required=False)
-    from . import build
+    from .. import build
 
-    if build.torch_lock_file_stays():
-        return Finding("stale build locks", "none", needed, "", required=False)
-    extensions_dir = extensions_dir or build.EXTENSIONS_DIR
-    locks_dir = extensions_dir.parent / "locks"
-    stale = sorted(
-        lock
-        for lock in extensions_dir.glob("*/lock")
-        if not build.lock_is_held(locks_dir / f"{lock.parent.name}.flock") and not build.lock_is_held(lock)
-    )
+    stale = build.stale_lock_files(extensions_dir)
     if not stale:
         return Finding("stale build locks", "none", needed, "", required=False)
     paths = " ".join(

@@ -14,7 +14,7 @@ import os
 import sys
 import time
 
-from .figures import as_image
+from workbook.chapters.drawing import as_image
 
 SUM_NATIVES = {
     "index_add_": "torch.zeros(groups).index_add_(0, index, src)",
@@ -74,7 +74,7 @@ def side_by_side(
 
 def scatter_inputs(elements: int, groups: int, order: str, seed: int = 0):
     """1-D float32 src and an index into `groups` groups, "random" or "sorted": `make bench`'s 1-D case."""
-    from .bench.scatter_cases import make_inputs
+    from workbook.bench.scatter_cases import make_inputs
 
     return make_inputs(elements, groups, order, "1-D", "float32", seed)
 
@@ -83,7 +83,7 @@ def scatter_agrees_with_native(elements: int, group_counts, orders=("random", "s
     """Do scatter_sum and scatter_max give torch's own results in every case?"""
     import torch
 
-    from . import scatter
+    from workbook.ops import scatter
 
     for groups in group_counts:
         for order in orders:
@@ -106,7 +106,7 @@ def scatter_rows(
     scatter_sum's GB/s next to a copy of the same bytes, all timed in one run (see side_by_side)."""
     import torch
 
-    from . import scatter
+    from workbook.ops import scatter
 
     rows = []
     for groups in group_counts:

@@ -1,15 +1,15 @@
 """Chapter 08, the successor path: torch.library, torch.compile, torch.export and AOTInductor.
 
-    from workbook import successor
-    successor.show_dispatcher()                      # the dispatcher, drawn (a PNG for a notebook)
-    successor.kernels_of("wb_scatter::scatter_sum")   # which dispatch keys have a kernel
-    layer = successor.MessagePassing(8)               # a graph layer built on the scatter ops
-    model = successor.NeighbourSum()                  # a smaller one that checks its edge_index
-    x, edge_index = successor.make_graph(10, 30, 8)
-    op = successor.new_segment_sum(fake=...)          # a fresh custom op for the exercises
-    package = successor.package(exported, "layer")   # torch.export -> AOTInductor .pt2 under build/ch08
-    loaded = successor.load_package(package)         # ... loaded so that it checks its inputs
-    run = successor.run_aoti_app(package, inputs, libraries=[...])   # the C++ program of csrc/aoti_app
+    from workbook.chapters import torch_library_compile_export
+    torch_library_compile_export.show_dispatcher()                      # the dispatcher, drawn (a PNG for a notebook)
+    torch_library_compile_export.kernels_of("wb_scatter::scatter_sum")   # which dispatch keys have a kernel
+    layer = torch_library_compile_export.MessagePassing(8)               # a graph layer built on the scatter ops
+    model = torch_library_compile_export.NeighbourSum()                  # a smaller one that checks its edge_index
+    x, edge_index = torch_library_compile_export.make_graph(10, 30, 8)
+    op = torch_library_compile_export.new_segment_sum(fake=...)          # a fresh custom op for the exercises
+    package = torch_library_compile_export.package(exported, "layer")   # torch.export -> AOTInductor .pt2 under build/ch08
+    loaded = torch_library_compile_export.load_package(package)         # ... loaded so that it checks its inputs
+    run = torch_library_compile_export.run_aoti_app(package, inputs, libraries=[...])   # the C++ program of csrc/aoti_app
 
 Importing this module points Inductor's on-disk caches at build/inductor_cache (unless
 TORCHINDUCTOR_CACHE_DIR is already set), so the notebook, its second copy and the tests reuse each
@@ -19,7 +19,6 @@ other's compiled graphs instead of compiling them again.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import os
 import subprocess
 import sys
@@ -27,8 +26,9 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from . import BUILD_DIR, CSRC_DIR, REPO_ROOT, build_progress
-from .build import cmake_build, strip_repo
+from workbook import BUILD_DIR, CSRC_DIR, REPO_ROOT
+from workbook.build import cmake_build, fresh_namespace, progress_line
+from workbook.build.errors import strip_repo
 
 INDUCTOR_CACHE = BUILD_DIR / "inductor_cache"
 ARTEFACTS = BUILD_DIR / "ch08"
@@ -61,7 +61,7 @@ def dispatcher_figure():
     """
     from matplotlib.figure import Figure
 
-    from . import figures
+    from workbook.chapters import drawing
 
     figure = Figure(figsize=(10, 5.6))
     axes = figure.add_subplot()
@@ -70,7 +70,7 @@ def dispatcher_figure():
     axes.axis("off")
 
     def box(x, y, width, text, colour, height=0.62):
-        figures.draw_box(axes, x, y, width, height, text, colour, boxstyle="round,pad=0.04,rounding_size=0.12")
+        drawing.draw_box(axes, x, y, width, height, text, colour, boxstyle="round,pad=0.04,rounding_size=0.12")
 
     def arrow(start, end, label=""):
         axes.annotate("", xy=end, xytext=start, arrowprops={"arrowstyle": "->", "color": "#333333"})
@@ -154,9 +154,9 @@ def show_dispatcher():
 
 def stable_abi_figure():
     """Two ways from an extension into libtorch: ATen's C++ classes, or the stable ABI's C functions."""
-    from . import figures
+    from workbook.chapters import drawing
 
-    figure, axes = figures._canvas(10, 4.8, (0, 10), (-0.2, 5.2))
+    figure, axes = drawing.canvas(10, 4.8, (0, 10), (-0.2, 5.2))
     columns = [
         (
             2.6,
@@ -182,7 +182,7 @@ def stable_abi_figure():
     for x, title, layers, result in columns:
         axes.text(x, 4.95, title, ha="center", fontsize=9, weight="bold")
         for row, (text, colour) in enumerate(layers):
-            figures.draw_box(axes, x, 4.25 - 1.05 * row, 4.4, 0.75, text, colour, fontsize=7.5)
+            drawing.draw_box(axes, x, 4.25 - 1.05 * row, 4.4, 0.75, text, colour, fontsize=7.5)
             if row:
                 axes.annotate(
                     "",
@@ -191,23 +191,23 @@ def stable_abi_figure():
                     arrowprops={"arrowstyle": "->", "color": "#333333"},
                 )
         axes.annotate("", xy=(x, 1.21), xytext=(x, 1.77), arrowprops={"arrowstyle": "->", "color": "#333333"})
-        figures.draw_box(axes, x, 0.9, 4.4, 0.6, "libtorch_cpu.so, libc10.so", "#f2f2f2", fontsize=7.5)
+        drawing.draw_box(axes, x, 0.9, 4.4, 0.6, "libtorch_cpu.so, libc10.so", "#f2f2f2", fontsize=7.5)
         axes.text(x, 0.5, result, ha="center", va="top", fontsize=7.5, color="#444444")
     figure.tight_layout()
     return figure
 
 
 def show_stable_abi():
-    from . import figures
+    from workbook.chapters import drawing
 
-    return figures.as_image(stable_abi_figure())
+    return drawing.as_image(stable_abi_figure())
 
 
 def migration_figure():
     """Chapters 06-07's TorchScript pipeline above its successor, step for step."""
-    from . import figures
+    from workbook.chapters import drawing
 
-    figure, axes = figures._canvas(10.8, 3.4, (0, 10.8), (0, 3.6))
+    figure, axes = drawing.canvas(10.8, 3.4, (0, 10.8), (0, 3.6))
     steps = ["the model\n(Python)", "capture", "save", "run in C++", "op library in\nthe C++ program"]
     rows = [
         (
@@ -242,7 +242,7 @@ def migration_figure():
     for y, label, colour, cells in rows:
         axes.text(0.55, y, label, ha="center", va="center", fontsize=8, weight="bold")
         for i, (x, width, text) in enumerate(zip(xs, widths, cells)):
-            figures.draw_box(axes, x, y, width, 0.8, text, colour, fontsize=6.8)
+            drawing.draw_box(axes, x, y, width, 0.8, text, colour, fontsize=6.8)
             if 0 < i < 4:
                 axes.annotate(
                     "",
@@ -255,24 +255,9 @@ def migration_figure():
 
 
 def show_migration():
-    from . import figures
+    from workbook.chapters import drawing
 
-    return figures.as_image(migration_figure())
-
-
-def source_diff(left, right, *, context: int = 1) -> None:
-    """Print a unified diff of two excerpts, each (path, start, stop) as `torchscript.show_source` takes them:
-    the lines from the first containing `start` up to the next containing `stop`."""
-    import difflib
-
-    def excerpt(path, start, stop):
-        lines = (REPO_ROOT / path).read_text().splitlines()
-        first = next(i for i, line in enumerate(lines) if start in line)
-        last = next(i for i, line in enumerate(lines) if i > first and stop in line)
-        return lines[first:last]
-
-    diff = difflib.unified_diff(excerpt(*left), excerpt(*right), left[0], right[0], lineterm="", n=context)
-    print("\n".join(diff))
+    return drawing.as_image(migration_figure())
 
 
 # ---- a model built on the workbook's scatter ops ----------------------------------------------------
@@ -297,7 +282,7 @@ def _model_classes() -> dict:
     import torch
     from torch import nn
 
-    from . import scatter
+    from workbook.ops import scatter
 
     scatter.load()
 
@@ -367,7 +352,7 @@ def int_schema_ops():
 
     global _int_schema_library
     if _int_schema_library is None:
-        from . import scatter
+        from workbook.ops import scatter
 
         ops = scatter.load()
         library = torch.library.Library("wb_ch08_int", "DEF")
@@ -402,7 +387,7 @@ def mutating_ops():
 
     global _mutating_ops
     if _mutating_ops is None:
-        from . import scatter
+        from workbook.ops import scatter
 
         ops = scatter.load()
 
@@ -447,9 +432,54 @@ def mutating_ops():
     return torch.ops.wb_ch08_out
 
 
-# ---- a fresh custom op per call, for the exercises ---------------------------------------------------
+# ---- the stable ABI: run times against the ATen build ----------------------------------------------
 
-_fresh_namespaces = itertools.count()
+
+def stable_abi_run_times(n: int = 10**6, groups: int = 1000, threads: int | None = None, seed: int = 0) -> list[dict]:
+    """ATen vs stable scatter_sum/mean/max on one float32 src of n elements, `groups` groups.
+
+    Both libraries are loaded in this process (different namespaces). dim_size is given, so neither
+    op scans the index for its maximum. Seconds are medians (workbook.bench.best_of_rounds), with
+    `threads` intra-op threads (None: torch's default). On a machine busy with other work, several
+    threads wait for each other's time slices and every op looks alike (~8 ms here); one thread
+    compares the code, not the scheduler.
+    """
+    import torch
+
+    from workbook import bench
+    from workbook.ops import scatter, scatter_stable
+
+    aten, stable = scatter.load(), scatter_stable.load()
+    generator = torch.Generator().manual_seed(seed)
+    env = {
+        "aten": aten,
+        "stable": stable,
+        "src": torch.randn(n, generator=generator),
+        "index": torch.randint(0, groups, (n,), generator=generator),
+        "groups": groups,
+    }
+    rows = []
+    for op in ("sum", "mean", "max"):
+        times = bench.best_of_rounds(
+            {
+                "aten": (f"aten.scatter_{op}(src, index, 0, dim_size=groups)", env),
+                "stable": (f"stable.scatter_{op}(src, index, 0, dim_size=groups)", env),
+            },
+            threads,
+        )
+        rows.append(
+            {
+                "op": f"scatter_{op}",
+                "threads": threads or torch.get_num_threads(),
+                "aten_s": times["aten"],
+                "stable_s": times["stable"],
+                "stable/aten": times["stable"] / times["aten"],
+            }
+        )
+    return rows
+
+
+# ---- a fresh custom op per call, for the exercises ---------------------------------------------------
 
 
 def segment_sum_reference(src, index):
@@ -475,7 +505,7 @@ def new_segment_sum(*, fake=None, setup_context=None, backward=None):
     """
     import torch
 
-    name = f"wb_ch08_{next(_fresh_namespaces)}::segment_sum"
+    name = f"{fresh_namespace.numbered('wb_ch08')}::segment_sum"
 
     # The schema is spelled out: this module's annotations are strings (from __future__ import annotations).
     @torch.library.custom_op(name, mutates_args=(), schema="(Tensor src, Tensor index) -> Tensor")
@@ -516,7 +546,7 @@ def package(exported, name: str) -> Path:
         return path
     key_file.unlink(missing_ok=True)
     metadata = contract_metadata(input_contract(exported))
-    with warnings.catch_warnings(), build_progress.shown(f"{name}.pt2"):
+    with warnings.catch_warnings(), progress_line.shown(f"{name}.pt2"):
         # torch 2.13's own packaging code trips over a deprecation in torch.utils._pytree.
         warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)", category=FutureWarning)
         written = Path(
@@ -691,7 +721,9 @@ class CheckedPackage:
         self.model = torch._inductor.aoti_load_package(str(path))
         self.contract = contract_from_metadata(self.model.get_metadata())
         if not self.contract:
-            raise ValueError(f"{strip_repo(str(path))} carries no input contract: compile it with successor.package")
+            raise ValueError(
+                f"{strip_repo(str(path))} carries no input contract: compile it with torch_library_compile_export.package"
+            )
 
     def __call__(self, *inputs):
         check_inputs(self.contract, inputs)
