@@ -1,7 +1,7 @@
-"""Helpers shared by the workbook's notebooks and tests.
+"""The Python behind the workbook's notebooks and tests, in parts by role: workbook/README.md is the map.
 
-Nothing here imports torch at import time, so `python -m workbook.course.generate` and the doctor's
-first checks work even before PyTorch is installed.
+This module holds only the repository's paths; it imports no torch, so the generator, `make progress` and
+the doctor's first checks work even before PyTorch is installed.
 """
 
 import os

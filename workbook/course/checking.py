@@ -186,3 +186,23 @@ def expect_close(actual, expected, what: str, *, rtol=None, atol=None) -> None:
 def _scalar(value) -> str:
     number = value.item()
     return f"{number:.6g}" if isinstance(number, float) else str(number)
+
+
+def inplace_change_is_caught(function, reference, leaves, changed: int) -> bool:
+    """Whether function's backward survives inputs[changed] being changed in place between forward and
+    backward (inputs: non-leaf copies of `leaves`): autograd refuses (what ctx.save_for_backward makes it
+    do), or the gradients of function(*inputs).sum() are still those of reference(*leaves).sum()."""
+    import torch
+
+    inputs = [leaf * 1 for leaf in leaves]  # not leaves, so they may be changed in place
+    output = function(*inputs)
+    with torch.no_grad():
+        inputs[changed].add_(1.0)
+    try:
+        got = torch.autograd.grad(output.sum(), leaves)
+    except RuntimeError as error:
+        if "modified by an inplace operation" in str(error):
+            return True
+        raise
+    want = torch.autograd.grad(reference(*leaves).sum(), leaves)
+    return all(torch.allclose(g, w) for g, w in zip(got, want))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from workbook.course.checking import Mistake, exercise, expect_close, raise_if_not_attempted
+from workbook.course.checking import Mistake, exercise, expect_close, inplace_change_is_caught, raise_if_not_attempted
 
 # What the learner's `diagnose` may answer: a cause of the gallery, each with its fix.
 CAUSES = {
@@ -459,20 +459,11 @@ def _expect_saved_for_backward(op):
     import torch
 
     generator = torch.Generator().manual_seed(1031)
-    x_leaf = torch.randn(4, 3, dtype=torch.float64, generator=generator, requires_grad=True)
-    weight_leaf = torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True)
-    x, weight = x_leaf * 1, weight_leaf * 1  # not leaves, so they may be changed in place
-    output = op(x, weight)
-    with torch.no_grad():
-        x.add_(1.0)
-    try:
-        got = torch.autograd.grad(output.sum(), (x_leaf, weight_leaf))
-    except RuntimeError as error:
-        if "modified by an inplace operation" in str(error):
-            return  # save_for_backward noticed, as it should
-        raise
-    want = torch.autograd.grad((x_leaf * weight_leaf.unsqueeze(1)).sum(), (x_leaf, weight_leaf))
-    if not all(torch.allclose(g, w) for g, w in zip(got, want)):
+    leaves = (
+        torch.randn(4, 3, dtype=torch.float64, generator=generator, requires_grad=True),
+        torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True),
+    )
+    if not inplace_change_is_caught(op, lambda x, weight: x * weight.unsqueeze(1), leaves, changed=0):
         raise Mistake(
             "after x was changed in place between forward and backward, backward silently used its new values and "
             "returned a wrong gradient: save x and weight with ctx.save_for_backward(x, weight) in setup_context, "
