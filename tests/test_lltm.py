@@ -1,4 +1,4 @@
-"""The C++ LLTM (csrc/lltm, workbook/lltm.py) against the pure-PyTorch reference, and chapter 02's checks."""
+"""The C++ LLTM (csrc/lltm, workbook/ops/lltm.py) against the pure-PyTorch reference, and chapter 02's checks."""
 
 import re
 

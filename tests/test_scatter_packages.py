@@ -3,7 +3,7 @@ csrc/scatter_stable).
 
 Every test takes the `package` fixture and runs once per package, with torch_scatter's signature
 `scatter_<op>(src, index, dim=-1, out=None, dim_size=None)`: values against the pure-PyTorch reference
-(workbook/scatter_reference.py), the thread splits of the CPU kernels, the NaN and tie rules, `out=` and the
+(workbook/ops/scatter_reference.py), the thread splits of the CPU kernels, the NaN and tie rules, `out=` and the
 accumulate overloads, gradients, opcheck, torch.compile, a symbolic dim_size, torch_scatter-style cases, and
 bad input, where both packages must give the same message. Helpers and data shared with the ATen package's own
 tests come from tests/test_scatter.py. Package-only matters (the stable wheel, its ABI) are in

@@ -13,7 +13,7 @@
 //
 // The compiled model trusts its inputs: it reads each one with the dtype, rank, sizes and strides it
 // was compiled for, whatever it is given. So before running, the program checks every input against
-// the contract the package carries in its metadata (written by workbook.successor.package, one entry
+// the contract the package carries in its metadata (written by workbook.chapters.torch_library_compile_export.package, one entry
 // per input: "workbook.input.<i>" = "<name> <dtype> <Python dtype> <device> <contiguous|any>
 // <min>:<max>,..."), and refuses a mismatch with a message naming the input.
 #include <c10/core/InferenceMode.h>
@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
     const std::vector<InputContract> contract = read_contract(loader.get_metadata());
     if (contract.empty()) {
       std::cerr << "warning: the package carries no input contract (workbook.input.* metadata), so its inputs "
-                   "are not checked; workbook.successor.package writes one\n";
+                   "are not checked; workbook.chapters.torch_library_compile_export.package writes one\n";
     } else {
       check_inputs(contract, inputs);
     }

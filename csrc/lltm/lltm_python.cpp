@@ -9,7 +9,7 @@
 // into Python exceptions. Calling through the dispatcher (rather than calling the CPU function
 // directly) is what lets one Python binding serve every backend registered now or later.
 // They call the kernels *below* autograd: they are the raw forward and backward that a Python
-// autograd.Function (workbook.lltm.LLTMFunction) puts together, and their outputs never require
+// autograd.Function (workbook.ops.lltm.LLTMFunction) puts together, and their outputs never require
 // grad. torch.ops.wb_lltm.lltm_forward is the differentiable route (autograd registered on the op).
 //
 // Headers: pybind11 needs torch's type casters for at::Tensor (torch/csrc/utils/pybind.h) and

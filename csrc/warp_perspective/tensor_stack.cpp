@@ -56,7 +56,7 @@ TORCH_LIBRARY(workbook_classes, m) {
       .def("clone", &TensorStack::clone)
       .def("items", &TensorStack::items)
       // What torch.export sees of a stack: (name, value) pairs. While tracing, export swaps the object
-      // for a Python fake (workbook/torchscript.py, register_fake_class) rebuilt from these pairs,
+      // for a Python fake (workbook/ops/warp_perspective.py, register_fake_class) rebuilt from these pairs,
       // whose __obj_unflatten__ takes the same names.
       .def("__obj_flatten__",
            [](const c10::intrusive_ptr<TensorStack>& self) {

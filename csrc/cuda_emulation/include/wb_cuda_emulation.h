@@ -82,7 +82,7 @@ void launch_on(Grid grid, Block block, void* stream, Body body) {
   }
 }
 
-// The forms of kernel<<<grid, block[, shared[, stream]]>>>(args), rewritten by workbook/cuda_emulation.py.
+// The forms of kernel<<<grid, block[, shared[, stream]]>>>(args), rewritten by workbook/ops/cuda_emulation.py.
 template <typename Grid, typename Block, typename Body>
 void launch(Grid grid, Block block, Body body) {
   launch_on(grid, block, nullptr, body);

@@ -25,7 +25,7 @@
 // would be several times slower than ATen's vectorized kernels, so the loops use ATen's SIMD
 // vector type, at::vec::Vectorized, whose exp and tanh are those ATen's own kernels use.
 // Vectorized uses SIMD instructions only when CPU_CAPABILITY_AVX2 (or another capability) is
-// defined and the compiler may emit those instructions; workbook/lltm.py passes the flags for
+// defined and the compiler may emit those instructions; workbook/ops/lltm.py passes the flags for
 // what this machine's ATen uses (torch.backends.cpu.get_cpu_capability()). Without them the same
 // code compiles to scalar loops: still correct, just slower.
 //

@@ -2,7 +2,7 @@
 
 This module imports nothing but torch, so that two builds of the same C++ sources share it: the
 installed package (wb_scatter/__init__.py) imports it, and the workbook's JIT build
-(workbook/scatter.py) loads this file by its path. Either calls `register_python_kernels()` once, after the
+(workbook/ops/scatter.py) loads this file by its path. Either calls `register_python_kernels()` once, after the
 compiled library has defined the ops.
 
 The functions take torch_scatter's arguments `(src, index, dim=-1, out=None, dim_size=None)`

@@ -18,7 +18,7 @@
 // The reduction rules (identity, ties, NaN, integer mean, float32 accumulation of 16-bit floats) are the
 // host-device functions of ../scatter_stable_reduce_rules.h, shared with the CPU loops.
 //
-// workbook/cuda_check.py compiles this file as it is, without the build's flags, so the file states its own
+// workbook/diagnostics/cuda_check.py compiles this file as it is, without the build's flags, so the file states its own
 // target (the same as setup.py's) and asks for the CUDA part of the C shim (USE_CUDA), unless the build does.
 #ifndef TORCH_TARGET_VERSION
 #define TORCH_TARGET_VERSION 0x020a000000000000ULL  // the stable ABI of torch 2.10 and later
