@@ -12,7 +12,7 @@
 
 TORCH_LIBRARY(wb_lltm, m) {
   // Where the Python parts are: an error about a missing fake kernel then says which module to import.
-  m.set_python_module("workbook.lltm");
+  m.set_python_module("workbook.ops.lltm");
   // The outputs are tuples of a fixed length, matching the kernels' std::tuple return types (a
   // kernel returning another number of tensors is refused when it is registered). `Tensor[]`, a
   // std::vector<at::Tensor>, would also work under torch.compile and torch.export (the fake kernel

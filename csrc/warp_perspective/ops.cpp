@@ -11,7 +11,7 @@ TORCH_LIBRARY(workbook_cv, m) {
   // registered from Python, by register_python_kernels() in this module. Naming the module here makes torch
   // reject a fake kernel registered from any other module (when it is first used), and name this one in
   // the error about a missing fake kernel while it is not imported yet.
-  m.set_python_module("workbook.torchscript");
+  m.set_python_module("workbook.ops.warp_perspective");
   // `int` in a schema is a 64-bit integer (int64_t in C++), `float` is a double.
   m.def("warp_perspective(Tensor image, Tensor warp, int height, int width) -> Tensor");
   // The gradient with respect to the image, of the image's size, from the gradient of the output.
