@@ -4,7 +4,7 @@ Hypothesis draws the cases (plain data; a fixed seed, so a failure reproduces), 
 runs them in child processes, where a crash or an abort is reported as the case that caused it.
 Each case either matches a reference (values, and gradients when an input requires grad) or raises
 an exception whose message names the argument the case broke. A failure shows the case as JSON; to
-run it alone: `fuzz.run_cases([json.loads(<the case>)])`.
+run it alone: `harness.run_cases([json.loads(<the case>)])`.
 """
 
 import json
@@ -15,7 +15,8 @@ import sys
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from workbook import REPO_ROOT, fuzz
+from workbook import REPO_ROOT
+from workbook.fuzz import harness
 
 SCATTER_DTYPES = ["uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16", "float32", "float64"]
 FLOATS = ["float16", "bfloat16", "float32", "float64"]
@@ -612,8 +613,8 @@ SELF_CHECKS = [
 
 def test_every_op_answers_bad_input_with_a_result_or_a_named_error(capsys):
     cases = all_cases_drawn_afresh()
-    fuzz.load_libraries()
-    results = fuzz.run_cases(cases + [case for case, _ in SELF_CHECKS])
+    harness.load_libraries()
+    results = harness.run_cases(cases + [case for case, _ in SELF_CHECKS])
     results, self_checks = results[: len(cases)], results[len(cases) :]
     for (_, outcome), result in zip(SELF_CHECKS, self_checks):
         should_pass = outcome == "matches the reference"
