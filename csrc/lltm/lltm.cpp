@@ -15,6 +15,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
+#include "lltm_checks.h"
 #include "lltm_glue.h"
 
 TORCH_LIBRARY(wb_lltm, m) {
@@ -100,6 +101,9 @@ class LLTMBackward : public torch::autograd::Function<LLTMBackward> {
 
 ForwardOutputs lltm_forward_autograd(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                                      const at::Tensor& old_h, const at::Tensor& old_cell) {
+  check_defined(
+      "lltm_forward",
+      {{&input, "input"}, {&weights, "weights"}, {&bias, "bias"}, {&old_h, "old_h"}, {&old_cell, "old_cell"}});
   const variable_list outputs = LLTMForward::apply(input, weights, bias, old_h, old_cell);
   return {outputs[0], outputs[1], outputs[2], outputs[3]};
 }
@@ -107,6 +111,12 @@ ForwardOutputs lltm_forward_autograd(const at::Tensor& input, const at::Tensor& 
 BackwardOutputs lltm_backward_autograd(const at::Tensor& grad_h, const at::Tensor& grad_cell,
                                        const at::Tensor& new_cell, const at::Tensor& gates, const at::Tensor& X,
                                        const at::Tensor& weights) {
+  check_defined("lltm_backward", {{&grad_h, "grad_h"},
+                                  {&grad_cell, "grad_cell"},
+                                  {&new_cell, "new_cell"},
+                                  {&gates, "gates"},
+                                  {&X, "X"},
+                                  {&weights, "weights"}});
   const variable_list outputs = LLTMBackward::apply(grad_h, grad_cell, new_cell, gates, X, weights);
   return {outputs[0], outputs[1], outputs[2], outputs[3], outputs[4]};
 }
