@@ -144,16 +144,19 @@ _RUN_OPS_LIBRARY = r"""
 import sys, torch
 from workbook.ops import lltm
 torch.ops.load_library(sys.argv[1])
-args = lltm.make_inputs(3, 4, 5, dtype=torch.float64, seed=11)
+args = lltm.make_inputs(3, 4, 5, dtype=torch.float64, requires_grad=True, seed=11)
 new_h, new_cell, gates, X = torch.ops.wb_lltm.lltm_forward(*args)
 expected = lltm.lltm_python(*args)
-print(torch.allclose(new_h, expected[0]) and torch.allclose(new_cell, expected[1]))
+gradients = torch.autograd.grad(new_h.sum() + new_cell.sum(), args)
+expected_gradients = torch.autograd.grad(expected[0].sum() + expected[1].sum(), args)
+print(all(map(torch.allclose, (new_h, new_cell, *gradients), (*expected, *expected_gradients))))
 """
 
 
 def test_ops_library_has_no_python_and_computes_the_cell():
     """The CMake-built op library (for C++ programs): no Python symbol in it, and, loaded alone in a
-    fresh process (this one holds the extension, and wb_lltm may be registered once), the same op."""
+    fresh process (this one holds the extension, and wb_lltm may be registered once), the same op,
+    gradients included (its autograd is C++ too)."""
     import subprocess
     import sys
 

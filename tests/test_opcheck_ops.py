@@ -85,6 +85,17 @@ def test_lltm_op_gradients_match_the_python_reference():
         torch.testing.assert_close(a, e)
 
 
+@pytest.mark.parametrize("used", ["new_h", "new_cell"])
+def test_lltm_op_gradients_when_one_output_is_unused(used):
+    """The unused output's incoming gradient is undefined; the backward must treat it as zeros."""
+    args = lltm.make_inputs(4, 3, 5, dtype=torch.float64, requires_grad=True, seed=8)
+    pick = ["new_h", "new_cell"].index(used)
+    expected = torch.autograd.grad(lltm.lltm_python(*args)[pick].sum(), args)
+    actual = torch.autograd.grad(lltm.lltm_op(*args)[pick].sum(), args)
+    for a, e in zip(actual, expected):
+        torch.testing.assert_close(a, e)
+
+
 def test_lltm_saved_outputs_are_not_differentiable():
     args = lltm.make_inputs(2, 3, 4, requires_grad=True, seed=4)
     new_h, new_cell, gates, X = torch.ops.wb_lltm.lltm_forward(*args)

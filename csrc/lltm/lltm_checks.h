@@ -17,6 +17,14 @@
 
 namespace wb_lltm {
 
+// Checks that every tensor of `arguments` (pointer, name) is defined. The autograd kernels (lltm.cpp)
+// run before a backend's checks, and autograd cannot record an undefined tensor, so they check this first.
+inline void check_defined(const char* op, std::initializer_list<std::pair<const at::Tensor*, const char*>> arguments) {
+  for (const auto& [tensor, name] : arguments) {
+    TORCH_CHECK(tensor->defined(), op, ": ", name, " is an undefined tensor");
+  }
+}
+
 // Checks that `tensor` is a floating-point tensor with `dim` dimensions and the same dtype and
 // device as `reference` (the first argument of the op, whose name is `reference_name`).
 inline void check_argument(const char* op, const at::Tensor& tensor, const char* name, int64_t dim,

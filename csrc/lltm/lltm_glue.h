@@ -20,6 +20,11 @@ namespace wb_lltm {
 using ForwardOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
 // lltm_backward: d_old_h, d_input, d_weights, d_bias, d_old_cell.
 using BackwardOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+// The C++ types of the ops, for calls through the dispatcher (c10::TypedOperatorHandle).
+using ForwardSignature = ForwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                        const at::Tensor&);
+using BackwardSignature = BackwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
+                                          const at::Tensor&, const at::Tensor&);
 
 // Forward: gates = bias + [old_h, input] @ weights.T, and the outputs the kernel fills.
 struct ForwardTensors {

@@ -26,11 +26,6 @@
 namespace wb_lltm {
 namespace {
 
-using ForwardSignature = ForwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                        const at::Tensor&);
-using BackwardSignature = BackwardOutputs(const at::Tensor&, const at::Tensor&, const at::Tensor&, const at::Tensor&,
-                                          const at::Tensor&, const at::Tensor&);
-
 ForwardOutputs forward(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
                        const at::Tensor& old_h, const at::Tensor& old_cell) {
   // Looked up on the first call (the schema is registered by then), reused afterwards.

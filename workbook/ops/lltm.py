@@ -102,11 +102,11 @@ def ops_library():
     return build_dir / "libwb_lltm_ops.so"
 
 
-# ---- Python parts of the ops: fake kernels and autograd ----------------------------------------
-# Registered from Python rather than as C++ Meta kernels: a fake kernel only computes output shapes,
-# and under torch.compile(dynamic=True) those shapes are symbolic (SymInt). Python arithmetic on
-# them needs no special care, while a C++ Meta kernel would need SymInt-aware twins of every size
-# check in lltm_checks.h. The CPU and CUDA kernels stay the only C++.
+# ---- Python parts of the ops: fake kernels and autocast ----------------------------------------
+# The autograd kernels are C++ (csrc/lltm/lltm.cpp). The fake kernels are Python rather than C++ Meta
+# kernels: a fake kernel only computes output shapes, and under torch.compile(dynamic=True) those
+# shapes are symbolic (SymInt). Python arithmetic on them needs no special care, while a C++ Meta
+# kernel would need SymInt-aware twins of every size check in lltm_checks.h.
 
 _registered = False
 
@@ -162,36 +162,16 @@ def _fake_backward(grad_h, grad_cell, new_cell, gates, X, weights):
 
 
 def _forward_setup_context(ctx, inputs, output):
+    """What lltm_forward's autograd kernel (csrc/lltm/lltm.cpp) keeps for the backward, for ops with the
+    same inputs and outputs whose autograd is registered from Python (chapter 11's Triton LLTM ops)."""
     weights = inputs[1]
     _, new_cell, gates, X = output
     ctx.save_for_backward(new_cell, gates, X, weights)
-    # gates and X are returned for the backward only, and _forward_backward drops any gradient sent
-    # to them. Marked, they come out with requires_grad=False: autograd treats them as constants. Left
-    # unmarked, they would require grad, and a loss computed from them would send gradients that this
-    # backward ignores: wrong gradients, and nothing to say so.
-    ctx.mark_non_differentiable(gates, X)
-
-
-def _forward_backward(ctx, grad_h, grad_cell, grad_gates, grad_X):
-    d_old_h, d_input, d_weights, d_bias, d_old_cell = torch.ops.wb_lltm.lltm_backward(
-        grad_h, grad_cell, *ctx.saved_tensors
-    )
-    return d_input, d_weights, d_bias, d_old_h, d_old_cell  # one per input of lltm_forward, in order
-
-
-def _backward_setup_context(ctx, inputs, output):
-    pass
-
-
-def _backward_backward(ctx, *grads):
-    raise RuntimeError(
-        "wb_lltm::lltm_backward is not differentiable: the LLTM op has first derivatives only "
-        "(no double backward, create_graph=True or gradgradcheck)"
-    )
+    ctx.mark_non_differentiable(gates, X)  # why: LLTMForward::forward in csrc/lltm/lltm.cpp
 
 
 def register_python_kernels():
-    """Register the fake kernels and the autograd formula of the wb_lltm ops (once per process).
+    """Register the fake kernels and the autocast rule of the wb_lltm ops (once per process).
 
     Needs the ops' schema in this process (load_extension() calls it after loading).
     """
@@ -200,9 +180,6 @@ def register_python_kernels():
         return
     torch.library.register_fake("wb_lltm::lltm_forward", _fake_forward)
     torch.library.register_fake("wb_lltm::lltm_backward", _fake_backward)
-    torch.library.register_autograd("wb_lltm::lltm_forward", _forward_backward, setup_context=_forward_setup_context)
-    # Without this the default fallback would let a second derivative come out silently as None.
-    torch.library.register_autograd("wb_lltm::lltm_backward", _backward_backward, setup_context=_backward_setup_context)
     # Under torch.autocast the ops before the cell may return lower-precision tensors while its
     # weights stay float32, and the kernels refuse mixed dtypes. Autocast rules: cast every
     # floating-point input to one dtype first (autocast's default on each device; the kernels take both).
