@@ -124,7 +124,7 @@ def test_cmake_builds_the_library_and_a_program_that_calls_the_ops():
 
 def test_package_refuses_to_load_over_the_jit_build_instead_of_aborting(site):
     printed = S.run_python(
-        "from workbook import scatter\n"
+        "from workbook.ops import scatter\n"
         "scatter.load()\n"
         "try:\n"
         "    import wb_scatter\n"
@@ -138,7 +138,7 @@ def test_package_refuses_to_load_over_the_jit_build_instead_of_aborting(site):
 def test_jit_build_refuses_to_load_over_the_package(site):
     printed = S.run_python(
         "import wb_scatter\n"
-        "from workbook import scatter\n"
+        "from workbook.ops import scatter\n"
         "try:\n"
         "    scatter.load()\n"
         "except RuntimeError as e:\n"
