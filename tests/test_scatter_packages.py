@@ -7,7 +7,7 @@ Every test takes the `package` fixture and runs once per package, with torch_sca
 accumulate overloads, gradients, opcheck, torch.compile, a symbolic dim_size, torch_scatter-style cases, and
 bad input, where both packages must give the same message. Helpers and data shared with the ATen package's own
 tests come from tests/test_scatter.py. Package-only matters (the stable wheel, its ABI) are in
-tests/test_stable_abi.py; the stable CUDA kernel's GPU tests in tests/test_scatter_stable_cuda.py.
+tests/test_scatter_stable.py; the stable CUDA kernel's GPU tests in tests/test_scatter_stable_cuda.py.
 
 Both libraries are loaded in this process: their namespaces differ. Sizes are small: the builds dominate.
 """
