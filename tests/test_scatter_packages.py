@@ -369,7 +369,7 @@ def test_out_view_under_autograd_is_refused_naming_out_and_fine_without_grad(pac
 
 def _opcheck_sample(accumulate):
     """One sample per overload, each exercising strides, autograd and a dynamic size (opcheck runs every sub-test
-    on it, test_aot_dispatch_dynamic included). tests/test_scatter_opcheck.py has many more for the ATen package."""
+    on it, test_aot_dispatch_dynamic included). tests/test_opcheck_ops.py has many more for the ATen package."""
     g = torch.Generator().manual_seed(5)
     src = torch.randn(3, 6, dtype=torch.double, generator=g, requires_grad=True).t()  # (6, 3), not contiguous
     index = torch.randint(0, 4, (6, 3), generator=g)
