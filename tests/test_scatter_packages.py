@@ -6,7 +6,7 @@ Every test takes the `package` fixture and runs once per package, with torch_sca
 (workbook/scatter_reference.py), the thread splits of the CPU kernels, the NaN and tie rules, `out=` and the
 accumulate overloads, gradients, opcheck, torch.compile, a symbolic dim_size, torch_scatter-style cases, and
 bad input, where both packages must give the same message. Helpers and data shared with the ATen package's own
-tests come from tests/test_scatter.py. Package-only matters (the stable wheel, its ABI) are in
+tests come from tests/scatter_common.py. Package-only matters (the stable wheel, its ABI) are in
 tests/test_scatter_stable.py; the stable CUDA kernel's GPU tests in tests/test_scatter_stable_cuda.py.
 
 Both libraries are loaded in this process: their namespaces differ. Sizes are small: the builds dominate.
@@ -20,17 +20,21 @@ import torch
 import torch._dynamo.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_scatter import (
+from scatter_common import (
+    INDEX,
     NAN_EXPECTED,
     NAN_INDEX,
     NAN_OUT,
     NAN_OUT_EXPECTED,
     NAN_SRC,
+    OPS,
     SPLITS,
+    SRC,
     assert_same,
     assert_same_with_nan,
     integer_valued,
     problems,
+    reference,
     with_threads,
 )
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -38,7 +42,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from workbook.ops import scatter as S
 from workbook.ops import scatter_stable
 
-OPS = ["sum", "mean", "min", "max"]
 ARG_REDUCE = ("min", "max")
 
 
@@ -83,10 +86,6 @@ def packages():
 
 def values(op, result):
     return result[0] if op in ARG_REDUCE else result
-
-
-def reference(op, *args, **kwargs):
-    return getattr(S, f"reference_{op}")(*args, **kwargs)
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -570,8 +569,6 @@ def test_torch_scatter_style_dim_size_larger_smaller_and_zero_elements(package, 
 
 # ---- bad input: a RuntimeError naming the argument, the same message in both packages --------------
 
-SRC = torch.randn(6, 3)
-INDEX = torch.tensor([0, 2, 2, 0, 3, 0])
 BAD_INPUTS = {
     "float index": (
         lambda p, op: p(op, SRC, INDEX.float(), 0),
