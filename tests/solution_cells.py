@@ -10,8 +10,9 @@ def run_solution_cell(chapter, grade_id):
     notebook = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
     (cell,) = [c for c in notebook.cells if c.metadata.get("nbgrader", {}).get("grade_id") == grade_id]
     namespace = {}
-    exec(
-        "import torch\nimport torch.utils.cpp_extension as cpp_extension\nfrom workbook import lltm, scatter\n",
+    exec(  # the names the chapters' first cells import
+        "import torch\nimport torch.utils.cpp_extension as cpp_extension\n"
+        "from workbook.build import fresh_namespace\nfrom workbook.ops import lltm, scatter\n",
         namespace,
     )
     exec(cell.source, namespace)

@@ -102,7 +102,7 @@ enum class Max { NoLowerBound, CheckAfterWrite, StartFromZero, LastWins, ReadAsF
 // The library's scatter_max, reached from C++ by importing the workbook through Python's C API.
 std::tuple<Tensor, Tensor> max_through_python(const Tensor& src, const Tensor& index, int64_t dim_size) {
   PyGILState_STATE state = PyGILState_Ensure();
-  PyRun_SimpleString("from workbook import scatter; scatter.load()");
+  PyRun_SimpleString("from workbook.ops import scatter; scatter.load()");
   PyGILState_Release(state);
   using Signature = std::tuple<Tensor, Tensor>(const Tensor&, const Tensor&, int64_t, std::optional<int64_t>);
   static auto op = c10::Dispatcher::singleton().findSchemaOrThrow("wb_scatter::scatter_max", "").typed<Signature>();
