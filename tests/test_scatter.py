@@ -3,11 +3,26 @@
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from scatter_common import (
+    INDEX,
+    NAN,
+    NAN_EXPECTED,
+    NAN_INDEX,
+    NAN_OUT,
+    NAN_OUT_EXPECTED,
+    NAN_SRC,
+    OPS,
+    SPLITS,
+    SRC,
+    assert_same,
+    assert_same_with_nan,
+    integer_valued,
+    problems,
+    reference,
+    with_threads,
+)
 
 from workbook.ops import scatter as S
-
-OPS = ["sum", "mean", "min", "max"]
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -17,52 +32,6 @@ def ops():
 
 def ours(op, *args, **kwargs):
     return getattr(S, f"scatter_{op}")(*args, **kwargs)
-
-
-def reference(op, *args, **kwargs):
-    return getattr(S, f"reference_{op}")(*args, **kwargs)
-
-
-def assert_same(op, got, expected):
-    """Integer-valued inputs keep every sum exact in every dtype, so results must agree exactly."""
-    if op in ("min", "max"):
-        assert torch.equal(got[0], expected[0]), f"values differ:\n{got[0]}\n{expected[0]}"
-        assert torch.equal(got[1], expected[1]), f"argindex differs:\n{got[1]}\n{expected[1]}"
-    else:
-        assert got.dtype == expected.dtype and torch.equal(got, expected), f"\n{got}\n{expected}"
-
-
-def integer_valued(shape, dtype, generator):
-    low = 0 if dtype == torch.uint8 else -8
-    return torch.randint(low, 9, shape, generator=generator).to(dtype)
-
-
-@st.composite
-def problems(draw):
-    ndim = draw(st.integers(1, 3))
-    shape = draw(st.lists(st.integers(0, 5), min_size=ndim, max_size=ndim))
-    dim = draw(st.integers(-ndim, ndim - 1))
-    # index: full shape, a 1-D index along dim, or leading dims only (broadcast over the rest)
-    form = draw(st.sampled_from(["full", "1d", "leading"]))
-    wrapped = dim % ndim
-    if form == "1d":
-        index_shape = [shape[wrapped]]
-    elif form == "leading":
-        index_shape = shape[: wrapped + 1]
-    else:
-        index_shape = list(shape)
-    groups = draw(st.integers(1, 6))
-    use_dim_size = draw(st.booleans())
-    return dict(
-        shape=shape,
-        dim=dim,
-        index_shape=index_shape,
-        groups=groups,
-        dim_size=groups + draw(st.integers(0, 2)) if use_dim_size else None,
-        dtype=draw(st.sampled_from(S.DTYPES)),
-        op=draw(st.sampled_from(OPS)),
-        seed=draw(st.integers(0, 2**16)),
-    )
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -84,15 +53,6 @@ def test_long_columns_split_across_threads(op, dtype, n):
     src = integer_valued((n,), dtype, g)
     index = torch.randint(0, 50, (n,), generator=g)  # many ties: merging must keep the first one
     assert_same(op, ours(op, src, index, 0), reference(op, src, index, 0))
-
-
-# Shapes that take each of the CPU kernel's ways of splitting the work between threads.
-SPLITS = {
-    "slices of one row (1-D)": ((70_000,), 0, 20, None),
-    "slices of one row ([n, 3] along dim 0)": ((70_000, 3), 0, 20, None),
-    "columns: as many rows as threads": ((4, 40_000), 1, 50, None),
-    "columns: output too large to copy per thread": ((60_000,), 0, 20, 100_000),
-}
 
 
 @pytest.mark.parametrize("op", OPS)
@@ -128,27 +88,6 @@ def test_infinite_values_are_kept_not_mistaken_for_empty_groups():
     assert values.tolist() == [float("inf"), -float("inf")] and arg.tolist() == [0, 1]
 
 
-NAN = float("nan")
-
-
-def with_threads(count, function):
-    """function() run with `count` intra-op threads; the thread count is restored afterwards."""
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(count)
-        return function()
-    finally:
-        torch.set_num_threads(threads)
-
-
-def assert_same_with_nan(got, expected, what=""):
-    assert torch.equal(got[0].isnan(), expected[0].isnan()), f"{what}: NaN differs:\n{got[0]}\n{expected[0]}"
-    assert torch.equal(got[0].nan_to_num(), expected[0].nan_to_num()), (
-        f"{what}: values differ:\n{got[0]}\n{expected[0]}"
-    )
-    assert torch.equal(got[1], expected[1]), f"{what}: argindex differs:\n{got[1]}\n{expected[1]}"
-
-
 @pytest.mark.parametrize("op", ["min", "max"])
 def test_nan_result_does_not_depend_on_the_thread_count(op):
     """One group, n = 200000 (two slices with two threads): the NaN opens the second slice.
@@ -180,21 +119,6 @@ def test_nan_in_long_columns_matches_the_reference_with_one_and_two_threads(op, 
     assert expected[0].isnan().any() and not expected[0].isnan().all()
     for threads in (1, 2):
         assert_same_with_nan(with_threads(threads, lambda: ours(op, src, index, 0)), expected, f"{threads} threads")
-
-
-# Groups: 0 NaN first, 1 NaN in the middle, 2 NaN last, 3 no NaN, 4 two NaNs, 5 empty.
-NAN_SRC = [NAN, 1.0, 2.0, 3.0, NAN, 0.0, 4.0, -1.0, NAN, 6.0, 7.0, 5.0, NAN, NAN]
-NAN_INDEX = [0, 0, 0, 1, 1, 1, 2, 2, 2, 3, 3, 4, 4, 4]
-NAN_EXPECTED = {  # op: (values, argindex); n = 14 means "nobody"
-    "min": ([NAN, NAN, NAN, 6.0, NAN, 0.0], [0, 4, 8, 9, 12, 14]),
-    "max": ([NAN, NAN, NAN, 7.0, NAN, 0.0], [0, 4, 8, 10, 12, 14]),
-}
-# out= starts: group 0 NaN (stays, argindex n), 3 a value that beats 6 and 7 for min but not for max.
-NAN_OUT = [NAN, 0.0, 9.0, -9.0, 100.0, -100.0]
-NAN_OUT_EXPECTED = {
-    "min": ([NAN, NAN, NAN, -9.0, NAN, -100.0], [14, 4, 8, 14, 12, 14]),
-    "max": ([NAN, NAN, NAN, 7.0, NAN, -100.0], [14, 4, 8, 10, 12, 14]),
-}
 
 
 @pytest.mark.parametrize("op", ["min", "max"])
@@ -351,8 +275,6 @@ def test_index_and_dim_size_are_not_differentiable_and_out_leaf_is_refused():
         S.scatter_sum(src, torch.tensor([0, 1, 1]), out=out)
 
 
-SRC = torch.randn(6, 3)
-INDEX = torch.tensor([0, 2, 2, 0, 3, 0])
 BAD_INPUTS = {
     "float index": (lambda op: ours(op, SRC, INDEX.float(), 0), "index must be an integer tensor"),
     "int32 index": (lambda op: ours(op, SRC, INDEX.int(), 0), "index must be an int64 tensor"),

@@ -6,8 +6,8 @@ Every test takes the `package` fixture and runs once per package, with torch_sca
 (workbook/ops/scatter_reference.py), the thread splits of the CPU kernels, the NaN and tie rules, `out=` and the
 accumulate overloads, gradients, opcheck, torch.compile, a symbolic dim_size, torch_scatter-style cases, and
 bad input, where both packages must give the same message. Helpers and data shared with the ATen package's own
-tests come from tests/test_scatter.py. Package-only matters (the stable wheel, its ABI) are in
-tests/test_stable_abi.py; the stable CUDA kernel's GPU tests in tests/test_scatter_stable_cuda.py.
+tests come from tests/scatter_common.py. Package-only matters (the stable wheel, its ABI) are in
+tests/test_scatter_stable.py; the stable CUDA kernel's GPU tests in tests/test_scatter_stable_cuda.py.
 
 Both libraries are loaded in this process: their namespaces differ. Sizes are small: the builds dominate.
 """
@@ -20,17 +20,21 @@ import torch
 import torch._dynamo.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_scatter import (
+from scatter_common import (
+    INDEX,
     NAN_EXPECTED,
     NAN_INDEX,
     NAN_OUT,
     NAN_OUT_EXPECTED,
     NAN_SRC,
+    OPS,
     SPLITS,
+    SRC,
     assert_same,
     assert_same_with_nan,
     integer_valued,
     problems,
+    reference,
     with_threads,
 )
 from torch.fx.experimental.proxy_tensor import make_fx
@@ -38,7 +42,6 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from workbook.ops import scatter as S
 from workbook.ops import scatter_stable
 
-OPS = ["sum", "mean", "min", "max"]
 ARG_REDUCE = ("min", "max")
 
 
@@ -83,10 +86,6 @@ def packages():
 
 def values(op, result):
     return result[0] if op in ARG_REDUCE else result
-
-
-def reference(op, *args, **kwargs):
-    return getattr(S, f"reference_{op}")(*args, **kwargs)
 
 
 # ---- values ------------------------------------------------------------------------------------
@@ -369,7 +368,7 @@ def test_out_view_under_autograd_is_refused_naming_out_and_fine_without_grad(pac
 
 def _opcheck_sample(accumulate):
     """One sample per overload, each exercising strides, autograd and a dynamic size (opcheck runs every sub-test
-    on it, test_aot_dispatch_dynamic included). tests/test_scatter_opcheck.py has many more for the ATen package."""
+    on it, test_aot_dispatch_dynamic included). tests/test_opcheck_ops.py has many more for the ATen package."""
     g = torch.Generator().manual_seed(5)
     src = torch.randn(3, 6, dtype=torch.double, generator=g, requires_grad=True).t()  # (6, 3), not contiguous
     index = torch.randint(0, 4, (6, 3), generator=g)
@@ -570,8 +569,6 @@ def test_torch_scatter_style_dim_size_larger_smaller_and_zero_elements(package, 
 
 # ---- bad input: a RuntimeError naming the argument, the same message in both packages --------------
 
-SRC = torch.randn(6, 3)
-INDEX = torch.tensor([0, 2, 2, 0, 3, 0])
 BAD_INPUTS = {
     "float index": (
         lambda p, op: p(op, SRC, INDEX.float(), 0),

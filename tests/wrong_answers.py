@@ -1,7 +1,7 @@
 """Wrong and cheating answers, and the rule every exercise check is held to: it rejects each one and says why.
 
 Each chapter's exercise tests list theirs in a module-level list of `WrongAnswer`s and run each through
-`assert_rejected` (one parametrized test). `tests/test_exercises.py` reads those lists back from the test
+`assert_rejected` (one parametrized test). `tests/test_wrong_answers.py` reads those lists back from the test
 files' source (without importing them, so no extension is built to count) and requires at least three wrong
 answers, of at least two kinds, for every exercise the workbook has. Write the exercise number as a literal
 string, `WrongAnswer("3.2", ...)`, so that count can find it.

@@ -24,7 +24,8 @@ CHAPTER_OF_TEST = {
     "test_scatter_packaging": "04",
     "test_example_app": "06",
     "test_warp_perspective": "06",
-    "test_torchscript_exercises": "06",
+    "test_ch06_exercises": "06",
+    "test_ch07_exercises": "06",  # loads chapter 06's library too (TensorStack is in it)
     "test_custom_class": "07",
     "test_compile_export": "08",
     "test_ch08_exercises": "08",

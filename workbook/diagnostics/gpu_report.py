@@ -355,7 +355,7 @@ def main(argv=None) -> int:
 
     _step("7. chapter 11: Triton kernels compiled for the GPU, traced, tested and timed")
     failures += triton_compile_and_export()
-    if not _run(pytest + ["tests/test_ch11_kernels.py", "tests/test_ch11_exercises.py"]):
+    if not _run(pytest + ["tests/test_triton_kernels.py", "tests/test_ch11_exercises.py"]):
         failures.append("chapter 11 tests")
     if not args.skip_notebooks and not _run(
         pytest + ["solutions/11_triton_kernels.ipynb", "notebooks/11_triton_kernels.ipynb"]

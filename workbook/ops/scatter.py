@@ -37,6 +37,14 @@ from workbook.ops.scatter_reference import (
 )
 
 # Re-exported: chapter 03 and the tests call the pure-PyTorch reference as scatter.reference_*.
+from workbook.ops.scatter_reference import (
+    broadcast,
+    reference_count,
+    reference_max,
+    reference_mean,
+    reference_min,
+    reference_sum,
+)
 
 NAME = "wb_scatter"
 CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]

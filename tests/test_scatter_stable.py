@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from test_scatter import with_threads
+from scatter_common import with_threads
 
 from workbook.diagnostics import cuda_check
 from workbook.ops import scatter as S
