@@ -27,14 +27,6 @@ from pathlib import Path
 import torch
 
 from workbook import REPO_ROOT, build
-from workbook.ops.scatter_reference import (
-    broadcast,
-    reference_count,
-    reference_max,
-    reference_mean,
-    reference_min,
-    reference_sum,
-)
 
 # Re-exported: chapter 03 and the tests call the pure-PyTorch reference as scatter.reference_*.
 from workbook.ops.scatter_reference import (
