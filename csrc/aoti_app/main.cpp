@@ -13,8 +13,8 @@
 //
 // The compiled model trusts its inputs: it reads each one with the dtype, rank, sizes and strides it
 // was compiled for, whatever it is given. So before running, the program checks every input against
-// the contract the package carries in its metadata (written by workbook.chapters.torch_library_compile_export.package, one entry
-// per input: "workbook.input.<i>" = "<name> <dtype> <Python dtype> <device> <contiguous|any>
+// the contract the package carries in its metadata (written by workbook.chapters.torch_library_compile_export.package,
+// one entry per input: "workbook.input.<i>" = "<name> <dtype> <Python dtype> <device> <contiguous|any>
 // <min>:<max>,..."), and refuses a mismatch with a message naming the input.
 #include <c10/core/InferenceMode.h>
 #include <dlfcn.h>
