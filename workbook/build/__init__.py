@@ -34,9 +34,9 @@ import sys
 import threading
 from pathlib import Path
 
-from .. import BUILD_DIR, REPO_ROOT, relative_to_repo
-from . import progress_line
-from .errors import first_compiler_error, repo_relative_paths
+from workbook import BUILD_DIR, REPO_ROOT, relative_to_repo
+from workbook.build import progress_line
+from workbook.build.errors import first_compiler_error, repo_relative_paths
 
 EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"

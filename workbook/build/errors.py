@@ -18,7 +18,7 @@ import os
 import re
 from pathlib import Path
 
-from .. import REPO_ROOT, relative_to_repo
+from workbook import REPO_ROOT, relative_to_repo
 
 _FIRST_ERROR = re.compile(
     r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|cannot find -l|No such file or directory)", re.IGNORECASE

@@ -25,8 +25,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from . import SOURCES_DIR, load as build_load, write_if_changed
-from . import opencv as opencv_paths
+from workbook.build import SOURCES_DIR, load as build_load, write_if_changed
+from workbook.build import opencv as opencv_paths
 
 _loaded: set[str] = set()
 _numbers = itertools.count()

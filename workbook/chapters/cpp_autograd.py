@@ -3,7 +3,7 @@ threads split the work."""
 
 from __future__ import annotations
 
-from .drawing import EDGE, GROUP_COLOURS, THREAD_COLOURS, arrow, as_image, canvas, draw_box
+from workbook.chapters.drawing import EDGE, GROUP_COLOURS, THREAD_COLOURS, arrow, as_image, canvas, draw_box
 
 
 def scatter_flow(src, index, out, *, reduction="sum"):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .drawing import EDGE, GROUP_COLOURS, arrow, as_image, canvas, draw_box
+from workbook.chapters.drawing import EDGE, GROUP_COLOURS, arrow, as_image, canvas, draw_box
 
 
 def lltm_dataflow():

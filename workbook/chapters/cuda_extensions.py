@@ -10,10 +10,7 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from .drawing import as_image
-
-_BLOCK_COLOURS = ["#8ecae6", "#ffb703", "#90be6d", "#f4a6c0", "#cdb4db", "#ffd6a5"]
-
+from workbook.chapters.drawing import as_image, block_colour, block_outline
 
 # ---- a launch's grid, blocks and threads --------------------------------------------------
 
@@ -32,10 +29,9 @@ def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | Non
         blocks = min(blocks, cap) if cap else blocks
         stride = blocks * threads_per_block
         for block in range(blocks):
-            colour = _BLOCK_COLOURS[block % len(_BLOCK_COLOURS)]
+            colour = block_colour(block)
             left = block * (threads_per_block + 0.6)
-            axes.add_patch(Rectangle((left - 0.1, 1.55), threads_per_block + 0.2, 1.3, fill=False, lw=1.2))
-            axes.text(left + threads_per_block / 2, 3.05, f"blockIdx.x = {block}", ha="center", fontsize=9)
+            block_outline(axes, left, threads_per_block, f"blockIdx.x = {block}")
             for thread in range(threads_per_block):
                 first = block * threads_per_block + thread
                 elements = list(range(first, n, stride))
@@ -52,7 +48,7 @@ def launch_figure(n: int = 10, threads_per_block: int = 4, max_blocks: int | Non
                     )
         for element in range(n):
             owner = (element % stride) // threads_per_block
-            axes.add_patch(Rectangle((element, 0), 0.9, 0.9, color=_BLOCK_COLOURS[owner % len(_BLOCK_COLOURS)]))
+            axes.add_patch(Rectangle((element, 0), 0.9, 0.9, color=block_colour(owner)))
             axes.text(element + 0.45, 0.35, str(element), ha="center", fontsize=8)
         axes.text(-0.2, 0.35, "elements", ha="right", fontsize=9)
         axes.set_title(f"n = {n}, {threads_per_block} threads per block, {blocks} blocks: {title}", fontsize=10)
@@ -73,7 +69,7 @@ def show_launch(n: int = 10, threads_per_block: int = 4, max_blocks: int | None 
 def race_figure(threads: int = 4) -> Figure:
     """`threads` threads each adding 1 to one counter, under a round-robin interleaving: with a load and a
     store the counter ends at 1; with an atomic add at `threads`. Drawn from `interleaving`'s trace."""
-    from . import interleaving
+    from workbook.chapters import interleaving
 
     def add_one(memory):
         old = yield interleaving.load(memory, 0)

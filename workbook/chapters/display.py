@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import sysconfig
 
-from .. import REPO_ROOT
+from workbook import REPO_ROOT
 
 CMAKE_PREFIX_AS_TEXT = "$(python -c 'import torch.utils; print(torch.utils.cmake_prefix_path)')"
 

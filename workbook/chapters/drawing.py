@@ -11,6 +11,8 @@ import io
 THREAD_COLOURS = ("#cfe3f7", "#fbd9c4")
 GROUP_COLOURS = ("#cfe3f7", "#fbd9c4", "#d8efd2", "#e6d8f2", "#fff1c2", "#f6d2dc")
 EDGE = "#333333"
+# one colour per block of a launch (a CUDA block, a Triton program), repeating
+BLOCK_COLOURS = ("#8ecae6", "#ffb703", "#90be6d", "#f4a6c0", "#cdb4db", "#ffd6a5")
 
 
 def as_image(figure, dpi: int = 90, *, tight: bool = False):
@@ -56,3 +58,15 @@ def arrow(axes, start, end, colour=EDGE, label=""):
         axes.text(
             (start[0] + end[0]) / 2, (start[1] + end[1]) / 2 + 0.12, label, fontsize=7.5, color="#444444", ha="center"
         )
+
+
+def block_colour(number: int) -> str:
+    return BLOCK_COLOURS[number % len(BLOCK_COLOURS)]
+
+
+def block_outline(axes, left: float, lanes: int, label: str) -> None:
+    """The frame around one block's `lanes` cells (drawn at x = left .. left + lanes, y = 1.7 .. 2.7), labelled above."""
+    from matplotlib.patches import Rectangle
+
+    axes.add_patch(Rectangle((left - 0.1, 1.55), lanes + 0.2, 1.3, fill=False, lw=1.2))
+    axes.text(left + lanes / 2, 3.05, label, ha="center", fontsize=9)

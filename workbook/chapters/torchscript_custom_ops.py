@@ -9,8 +9,8 @@ import sys
 
 from matplotlib.figure import Figure
 
-from .. import REPO_ROOT
-from .drawing import as_image
+from workbook import REPO_ROOT
+from workbook.chapters.drawing import as_image
 
 
 def warp_figure(image, ours, theirs) -> Figure:

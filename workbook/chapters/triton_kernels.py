@@ -10,9 +10,8 @@ from __future__ import annotations
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from workbook.chapters.drawing import as_image
+from workbook.chapters.drawing import as_image, block_colour, block_outline
 
-PROGRAM_COLOURS = ["#8ecae6", "#ffb703", "#90be6d", "#f4a6c0", "#cdb4db", "#ffd6a5"]
 MASKED = "#eeeeee"
 
 
@@ -20,10 +19,9 @@ def _vector_panel(axes, n: int, block: int) -> None:
     """A 1-D launch: each program's BLOCK lanes, their offsets, and the elements they reach."""
     programs = -(-n // block)
     for program in range(programs):
-        colour = PROGRAM_COLOURS[program % len(PROGRAM_COLOURS)]
+        colour = block_colour(program)
         left = program * (block + 0.8)
-        axes.add_patch(Rectangle((left - 0.1, 1.55), block + 0.2, 1.35, fill=False, lw=1.2))
-        axes.text(left + block / 2, 3.1, f"program_id(0) = {program}", ha="center", fontsize=9)
+        block_outline(axes, left, block, f"program_id(0) = {program}")
         for lane in range(block):
             offset = program * block + lane
             inside = offset < n
@@ -36,7 +34,7 @@ def _vector_panel(axes, n: int, block: int) -> None:
                     "", xy=(offset + 0.45, 0.9), xytext=(x + 0.45, 1.7), arrowprops=dict(arrowstyle="->", color=colour)
                 )
     for element in range(n):
-        colour = PROGRAM_COLOURS[(element // block) % len(PROGRAM_COLOURS)]
+        colour = block_colour(element // block)
         axes.add_patch(Rectangle((element, 0), 0.9, 0.9, color=colour))
         axes.text(element + 0.45, 0.35, str(element), ha="center", fontsize=8)
     axes.text(-0.3, 0.35, "x", ha="right", fontsize=10)
@@ -56,7 +54,7 @@ def _matrix_panel(axes, rows: int, columns: int, block_rows: int, block_columns:
     grid = (-(-rows // block_rows), -(-columns // block_columns))
     for r in range(grid[0]):
         for c in range(grid[1]):
-            colour = PROGRAM_COLOURS[(r * grid[1] + c) % len(PROGRAM_COLOURS)]
+            colour = block_colour(r * grid[1] + c)
             for i in range(block_rows):
                 for j in range(block_columns):
                     row, column = r * block_rows + i, c * block_columns + j

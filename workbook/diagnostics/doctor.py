@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from .. import BUILD_DIR, REPO_ROOT
+from workbook import BUILD_DIR, REPO_ROOT
 
 SETUP = "make setup  (or: pip install -r requirements.txt)"
 
@@ -157,7 +157,7 @@ def check_cmake() -> Finding:
 
 
 def check_opencv_cpp() -> Finding:
-    from ..build import opencv
+    from workbook.build import opencv
 
     header = opencv.version_header()
     version = None
@@ -200,7 +200,7 @@ def check_cuda_home() -> Finding:
         return Finding("CUDA toolkit for torch", None, needed, SETUP, required=False)
     import torch
 
-    from .. import build
+    from workbook import build
 
     if torch.version.cuda is None:
         return Finding(
@@ -337,7 +337,7 @@ def check_build_locks(extensions_dir: Path | None = None) -> Finding:
     needed = "rebuilding an extension (torch waits forever on a stale lock)"
     if importlib.util.find_spec("torch") is None:
         return Finding("stale build locks", "none (no torch to build with)", needed, "", required=False)
-    from .. import build
+    from workbook import build
 
     stale = build.stale_lock_files(extensions_dir)
     if not stale:

@@ -10,10 +10,10 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from .. import BUILD_DIR, CSRC_DIR, REPO_ROOT
-from ..build import cmake_build
-from ..build.errors import strip_repo
-from . import warp_perspective
+from workbook import BUILD_DIR, CSRC_DIR, REPO_ROOT
+from workbook.build import cmake_build
+from workbook.build.errors import strip_repo
+from workbook.ops import warp_perspective
 
 APP_SOURCE_DIR = CSRC_DIR / "example_app"
 

@@ -15,9 +15,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from .. import BUILD_DIR, CSRC_DIR
-from ..build import cmake_build, exclusive, opencv, run_build_step
-from ..build import load as build_load
+from workbook import BUILD_DIR, CSRC_DIR
+from workbook.build import cmake_build, exclusive, opencv, run_build_step
+from workbook.build import load as build_load
 
 OPS_SOURCE_DIR = CSRC_DIR / "warp_perspective"
 OPS_SOURCES = ["csrc/warp_perspective/ops.cpp", "csrc/warp_perspective/cpu/warp_perspective_cpu.cpp"]
