@@ -161,34 +161,40 @@ def _expect_rejected(validate, a, b, culprits: tuple, topic: str, keywords, case
     """Calls validate(a, b), which must raise a RuntimeError naming a culprit and the topic, and none of the
     `others` (the words of the properties that are right)."""
     named = " or ".join(culprits)
+    message = _validation_error(validate, a, b)
+    if message is None:
+        raise Mistake(
+            f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
+            f"naming {named} and its {topic}"
+        )
+    if not any(_ARGUMENT_WORD[culprit].search(message) for culprit in culprits):
+        raise Mistake(
+            f"{case}: you raised, but the message does not name the argument {named} "
+            f"(as a word of its own: the 'a' of 'a floating-point tensor' does not count); your message: {message!r}"
+        )
+    if not any(word in message.lower() for word in keywords):
+        raise Mistake(
+            f"{case}: you raised, but the message does not say it is about the {topic} "
+            f"(expected one of the words {', '.join(keywords)}); your message: {message!r}"
+        )
+    mixed = [word for word in others if word in message.lower()]
+    if mixed:
+        raise Mistake(
+            f"{case}: only the {topic} is wrong, but the message also speaks of the {mixed[0]} "
+            f"({message!r}): check each property with a TORCH_CHECK of its own, whose message names that one"
+        )
+
+
+def _validation_error(validate, a, b) -> str | None:
+    """The first line of the RuntimeError validate(a, b) raised, or None when it accepted a and b."""
     try:
         validate(a, b)
     except NotImplementedError:
         raise
     except RuntimeError as error:
         raise_if_not_attempted(error)
-        message = str(error).splitlines()[0] if str(error) else ""
-        if not any(_ARGUMENT_WORD[culprit].search(message) for culprit in culprits):
-            raise Mistake(
-                f"{case}: you raised, but the message does not name the argument {named} "
-                f"(as a word of its own: the 'a' of 'a floating-point tensor' does not count); your message: {message!r}"
-            ) from None
-        if not any(word in message.lower() for word in keywords):
-            raise Mistake(
-                f"{case}: you raised, but the message does not say it is about the {topic} "
-                f"(expected one of the words {', '.join(keywords)}); your message: {message!r}"
-            ) from None
-        mixed = [word for word in others if word in message.lower()]
-        if mixed:
-            raise Mistake(
-                f"{case}: only the {topic} is wrong, but the message also speaks of the {mixed[0]} "
-                f"({message!r}): check each property with a TORCH_CHECK of its own, whose message names that one"
-            ) from None
-        return
-    raise Mistake(
-        f"{case}: validate(a, b) accepted it; it should raise a RuntimeError (TORCH_CHECK) "
-        f"naming {named} and its {topic}"
-    )
+        return str(error).splitlines()[0] if str(error) else ""
+    return None
 
 
 _SHAPE, _DTYPE, _DEVICE = (
@@ -251,13 +257,9 @@ def _validation_cases():
 def check_gated_inputs(validate):
     accepted, rejected = _validation_cases()
     for a, b, case in accepted:
-        try:
-            validate(a, b)
-        except NotImplementedError:
-            raise
-        except RuntimeError as error:
-            raise_if_not_attempted(error)
-            raise Mistake(f"validate rejected valid inputs ({case}): {str(error).splitlines()[0]}") from None
+        message = _validation_error(validate, a, b)
+        if message is not None:
+            raise Mistake(f"validate rejected valid inputs ({case}): {message}")
 
     for a, b, (topic, keywords), case in rejected:
         others = [word for other, words in _TOPIC_WORDS.items() if other not in topic for word in words]
