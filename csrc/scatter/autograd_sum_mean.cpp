@@ -51,11 +51,13 @@ struct SumLikeOp {
   }
 };
 
-class ScatterSum : public torch::autograd::Function<ScatterSum> {
+// scatter_sum and scatter_mean: the same forward, and a backward each (in Self).
+template <typename Self>
+class ScatterSumLike : public torch::autograd::Function<Self> {
  public:
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
                           const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
-    static const SumLikeOp op("wb_scatter::scatter_sum");
+    static const SumLikeOp op(Self::name);
     Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
@@ -65,34 +67,34 @@ class ScatterSum : public torch::autograd::Function<ScatterSum> {
     return result;
   }
 
+ protected:
+  // The dim forward() saved, and index broadcast to src's shape as the kernel saw it.
+  static std::pair<int64_t, Tensor> saved_dim_and_index(AutogradContext* ctx) {
+    int64_t dim = ctx->saved_data["dim"].toInt();
+    return {dim, broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim)};
+  }
+};
+
+class ScatterSum : public ScatterSumLike<ScatterSum> {
+ public:
+  static constexpr const char* name = "wb_scatter::scatter_sum";
+
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor& grad = grads[0];
-    int64_t dim = ctx->saved_data["dim"].toInt();
-    Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
+    auto [dim, idx] = saved_dim_and_index(ctx);
     Tensor grad_src = ctx->needs_input_grad(0) ? grad.gather(dim, idx) : Tensor();
     Tensor grad_out = ctx->saved_data["has_out"].toBool() ? grad : Tensor();  // out + sum: identity
     return {grad_src, Tensor(), Tensor(), grad_out, Tensor(), Tensor()};
   }
 };
 
-class ScatterMean : public torch::autograd::Function<ScatterMean> {
+class ScatterMean : public ScatterSumLike<ScatterMean> {
  public:
-  static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
-                          const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
-    static const SumLikeOp op("wb_scatter::scatter_mean");
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
-    ctx->saved_data["dim"] = wrap_dim(src, dim);
-    ctx->saved_data["src_shape"] = src.sym_sizes();
-    ctx->saved_data["has_out"] = out.has_value();
-    ctx->save_for_backward({index});
-    if (out.has_value()) ctx->mark_dirty({*out});
-    return result;
-  }
+  static constexpr const char* name = "wb_scatter::scatter_mean";
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     const Tensor& grad = grads[0];
-    int64_t dim = ctx->saved_data["dim"].toInt();
-    Tensor idx = broadcast_index(ctx->get_saved_variables()[0], ctx->saved_data["src_shape"].toSymIntVector(), dim);
+    auto [dim, idx] = saved_dim_and_index(ctx);
     // How many src elements each group averaged (the op returns only the mean, so count again).
     Tensor count = at::zeros_like(grad, at::kLong).scatter_add_(dim, idx, at::ones_like(idx));
     // Each src element contributed 1/count of its group's mean; its group has count >= 1.
