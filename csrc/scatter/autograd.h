@@ -24,12 +24,11 @@ namespace wb_scatter {
 // dim_size as the schema declares it (`SymInt?`). Under torch.compile(dynamic=True) and torch.export
 // the autograd kernels run while the graph is traced, and the dim_size they receive may be a symbol
 // (the number of nodes, whatever it is). Taken as int64_t, it would be turned into its current value
-// and guarded on (one compiled graph per value); as a SymInt it flows on, through the calls below, to
-// the fake kernel. The backend kernels (scatter.h) keep int64_t: they only ever run on real tensors.
+// and guarded on (one compiled graph per value); as a SymInt it flows on, through the Autograd kernels
+// declared below and the op handles they call, to the fake kernel. The backend kernels (scatter.h) keep
+// int64_t: they only ever run on real tensors.
 using OptionalSymInt = std::optional<c10::SymInt>;
 
-// The op `name` (overload `overload`, "" for the default one) as a handle to call it with, typed by its
-// C++ signature.
 template <typename Signature>
 c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overload) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
