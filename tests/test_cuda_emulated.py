@@ -27,7 +27,8 @@ def lltm_ops():
 @pytest.fixture(scope="module")
 def scatter_ops():
     scatter.load()
-    cuda_emulation.load_topic("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"], is_python_module=False)
+    sources = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
+    cuda_emulation.load_topic("scatter", sources + ["cuda/scatter_cuda.cu"], is_python_module=False)
     return torch.ops.wb_scatter_emu
 
 

@@ -11,18 +11,18 @@
 #pragma once
 
 #include <ATen/core/Tensor.h>
-#include <c10/macros/Macros.h>
 #include <torch/library.h>
 
 #include <optional>
 #include <tuple>
 #include <utility>
 
+#include "geometry.h"
 #include "scatter_reduce_rules.h"  // enum Reduce, and the rules every kernel follows
 
 namespace wb_scatter {
 
-// The outputs a backend fills, already allocated and initialised (see scatter.cpp for the contract).
+// The outputs a backend fills, already allocated and initialised (the contract is below, at ReduceKernel).
 struct ScatterOutputs {
   at::Tensor out;       // the result: the caller's `out` tensor itself for an accumulate overload
   at::Tensor argindex;  // min/max: int64, shape of out, filled with src.size(dim) (no winner yet); else undefined
@@ -40,6 +40,34 @@ ScatterOutputs prepare_scatter(const at::Tensor& src, const at::Tensor& index, i
 // One backend's reduction. Arguments as prepare_scatter takes them: dim in [0, src.dim()), index
 // int64 with src's shape (a broadcast view is fine), out (accumulate overloads) or dim_size
 // (functional overloads, None: index.max() + 1). Returns (out, argindex) as in ScatterOutputs.
+//
+// The ReduceKernel contract:
+//   - src: dim() >= 1; dtype uint8, int8, int16, int32, int64, float16, bfloat16, float32 or
+//     float64; any strides.
+//   - index: int64, on src's device, with exactly src's shape (already broadcast: it may be an
+//     expanded view with stride 0). Values must lie in [0, dim_size).
+//   - dim: already wrapped, 0 <= dim < src.dim().
+//   - out (optional): src's dtype and device, out.size(d) == src.size(d) for every d != dim, any
+//     strides. The reduction starts from its values and the result is written into it.
+//   - dim_size (optional): must be None or out.size(dim) when out is given; else >= 0; when
+//     neither is given, index.max() + 1 (0 for an empty index). A result that could not fit in
+//     this machine's memory is refused before anything is allocated, naming dim_size or index.
+//   - out's elements must not share memory with each other (an expanded view), with src or index.
+//   Returns (out, argindex): out as above (empty groups 0 unless out was given); argindex is, for
+//   min/max, the int64 argindex of out's shape (src.size(dim) where no src element won: an empty
+//   group, or out's own value kept), undefined for sum and mean. The rules for ties, NaN, integer
+//   mean and the accumulation type are stated once, in scatter_reduce_rules.h, and shared by every
+//   backend. The result depends neither on the order the elements are visited in nor on the number
+//   of threads.
+//   Who checks what (checks.cpp): check_and_broadcast checks what users pass (dim in
+//   [-src.dim(), src.dim()), index an integer tensor broadcastable against src, devices) and
+//   broadcasts index. prepare_scatter (device-generic), which every backend calls first,
+//   re-checks dtypes, devices, shapes, dim, dim_size and out, and allocates out (zeros), argindex
+//   (min/max) and count (mean).
+//   The backend's own loop checks the index *values* while it reads them (negative, or >=
+//   dim_size) and raises an error naming `index`; on such an error an accumulate overload's out
+//   may be partly updated (as with torch's native scatter_add_). Every user error is a
+//   TORCH_CHECK naming the argument.
 using ReduceKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                                             const std::optional<at::Tensor>& out,
                                                             std::optional<int64_t> dim_size, Reduce reduce);
@@ -48,11 +76,13 @@ using ReduceKernel = std::tuple<at::Tensor, at::Tensor> (*)(const at::Tensor& sr
 //   wrap_dim            checks dim against src and returns it in [0, src.dim());
 //   broadcast_index     lines index up with a tensor of `shape` around (wrapped) `dim` and expands it
 //                       to that shape (a view), or raises naming index;
+//   check_defined       checks that src, index and out (when given) are tensors, not None;
 //   check_and_broadcast all the checks of what users pass (dim, index's dtype and shape, devices),
-//                       then both of the above.
+//                       then the three above.
 // Sizes are SymInts: the autograd kernels also run on fake tensors under torch.compile.
 int64_t wrap_dim(const at::Tensor& src, int64_t dim);
 at::Tensor broadcast_index(const at::Tensor& index, c10::SymIntArrayRef shape, int64_t dim);
+void check_defined(const at::Tensor& src, const at::Tensor& index, const std::optional<at::Tensor>& out);
 std::pair<int64_t, at::Tensor> check_and_broadcast(const at::Tensor& src, const at::Tensor& index, int64_t dim,
                                                    const std::optional<at::Tensor>& out);
 
@@ -97,15 +127,7 @@ void register_backend(torch::Library& m) {
   });
 }
 
-// How every backend's loops see the tensors: src and index as [outer, n, inner] around `dim`, the
-// output as [outer, m, inner] with m = dim_size. Index strides may be 0 (a broadcast view).
-struct Geometry {
-  int64_t outer, n, inner, m;
-  int64_t is0, is1, is2;  // index strides
-  C10_HOST_DEVICE int64_t src_numel() const { return outer * n * inner; }
-  C10_HOST_DEVICE int64_t out_numel() const { return outer * m * inner; }
-};
-
+// The Geometry (geometry.h) of src, index and the output around `dim`.
 inline Geometry geometry_around(const at::Tensor& src, int64_t dim, int64_t dim_size) {
   Geometry g{1, src.size(dim), 1, dim_size, 0, 0, 0};
   for (int64_t d = 0; d < dim; ++d) g.outer *= src.size(d);

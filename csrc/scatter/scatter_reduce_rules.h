@@ -1,5 +1,5 @@
 // csrc/scatter/scatter_reduce_rules.h — the reduction rules every wb_scatter kernel follows, written once
-// for the CPU loops (cpu/scatter_cpu.cpp) and the CUDA kernels (cuda/scatter_cuda.cu). The functions are
+// for the CPU loops (cpu/scatter_cpu_loops.h) and the CUDA kernels (cuda/scatter_cuda.cu). The functions are
 // host-device (C10_HOST_DEVICE), so one definition serves host code, device code and the CPU emulation of
 // the CUDA file (csrc/cuda_emulation). The stable-ABI library (csrc/scatter_stable) may include no ATen
 // header, so it keeps its own copy of these rules; they must stay the same.

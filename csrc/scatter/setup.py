@@ -18,7 +18,9 @@ from setuptools import setup
 from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, CUDAExtension
 
 HERE = Path(__file__).resolve().parent
-CPU_SOURCES = ["scatter.cpp", "cpu/scatter_cpu.cpp"]  # setuptools wants paths relative to setup.py
+# Paths relative to setup.py, as setuptools wants them.
+CPU_SOURCES = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
+CPU_SOURCES += [f"cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
 CUDA_SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "cuda").glob("*.cu"))
 with_cuda = (
     bool(CUDA_SOURCES)

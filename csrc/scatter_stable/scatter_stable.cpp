@@ -13,10 +13,10 @@
 //   wb_scatter_stable::scatter_min.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //   wb_scatter_stable::scatter_max.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //
-// Semantics, the kernel contract and the error messages are those of csrc/scatter/scatter.cpp (torch_scatter's:
-// index broadcasts against src, dim_size=None means index.max() + 1, empty groups are 0, min/max also return the
-// argindex, src.size(dim) for an empty group; accumulate starts from out's values and writes into out, and
-// returns only fresh tensors). The reduction rules are in scatter_stable_reduce_rules.h.
+// Semantics, the kernel contract and the error messages are the ATen library's (csrc/scatter/scatter.cpp, scatter.h
+// and checks.cpp; torch_scatter's: index broadcasts against src, dim_size=None means index.max() + 1, empty groups
+// are 0, min/max also return the argindex, src.size(dim) for an empty group; accumulate starts from out's values
+// and writes into out, and returns only fresh tensors). The reduction rules are in scatter_stable_reduce_rules.h.
 //
 // `SymInt? dim_size`: under torch.compile and torch.export the group count may be a symbol. Here nothing in C++
 // runs while a graph is traced: autograd and the fake kernels are Python (wb_scatter_stable/ops.py), and they

@@ -2,7 +2,8 @@
 
     from workbook.ops import cuda_emulation
     ops = cuda_emulation.load_source("wb_ch05_emu", cuda_source)   # torch.ops.<wb_ch05_emu_<hash>>
-    cuda_emulation.load_topic("scatter", ["scatter.cpp", "cuda/scatter_cuda.cu"])  # torch.ops.wb_scatter_emu
+    sources = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
+    cuda_emulation.load_topic("scatter", sources + ["cuda/scatter_cuda.cu"])  # torch.ops.wb_scatter_emu
 
 A `.cu` source is rewritten and compiled as plain C++: every launch `k<<<grid, block, shared, stream>>>(args)`
 becomes `wb_emulation::launch(...)`, which calls the kernel for each (block, thread) in turn; the CUDA

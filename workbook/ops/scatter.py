@@ -10,7 +10,7 @@ The functions are the installed package's own (csrc/scatter/wb_scatter/ops.py, l
 path), each wrapped to build and load the library first: torch_scatter's signature
 `(src, index, dim=-1, out=None, dim_size=None)`, calling the compiled `torch.ops.wb_scatter.*` ops (the
 functional overload, or `accumulate` when `out` is given). Their autograd is C++
-(`torch::autograd::Function` classes in csrc/scatter/scatter.cpp), their fake kernels Python (ops.py).
+(`torch::autograd::Function` classes in csrc/scatter/autograd_*.cpp), their fake kernels Python (ops.py).
 The `reference_*` functions are workbook.ops.scatter_reference's, in plain PyTorch.
 """
 
@@ -39,8 +39,12 @@ from workbook.ops.scatter_reference import (
 )
 
 NAME = "wb_scatter"
-CPP_SOURCES = ["csrc/scatter/scatter.cpp", "csrc/scatter/cpu/scatter_cpu.cpp"]
-# The dtypes the kernels accept (supported_dtype in csrc/scatter/scatter.cpp; the stable port takes the same).
+CPP_SOURCES = [
+    f"csrc/scatter/{name}"
+    for name in ("scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp")
+]
+CPP_SOURCES += [f"csrc/scatter/cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
+# The dtypes the kernels accept (supported_dtype in csrc/scatter/checks.cpp; the stable port takes the same).
 DTYPES = tuple(getattr(torch, name) for name in "uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split())
 # at::parallel_for runs its loop on OpenMP threads only when the code is compiled with -fopenmp;
 # without the flag it silently runs on one thread. load() would compile at -O0 without -O3.

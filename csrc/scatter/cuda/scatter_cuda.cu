@@ -1,6 +1,6 @@
 // csrc/scatter/cuda/scatter_cuda.cu — the CUDA kernels of the wb_scatter ops.
 //
-// Contract and schema: ../scatter.cpp; CPU kernel: ../cpu/scatter_cpu.cpp. Results match the CPU
+// Schema: ../scatter.cpp; contract: ../scatter.h; CPU kernel: ../cpu/scatter_cpu.cpp. Results match the CPU
 // kernel's: the same values (up to the rounding order of floating-point sums) and the same argindex,
 // since both follow the rules of ../scatter_reduce_rules.h (identity, ties, NaN, integer mean,
 // accumulation type), whose host-device functions both call.

@@ -1,8 +1,8 @@
 // csrc/scatter_stable/cpu/scatter_stable_cpu.cpp — the CPU kernels of the wb_scatter_stable ops (contract:
 // ../scatter_stable.cpp).
 //
-// The loops of csrc/scatter/cpu/scatter_cpu.cpp, function for function and with the same names, rewritten
-// against the stable ABI (compare the two files side by side):
+// The loops of csrc/scatter/cpu/scatter_cpu_loops.h and the kernel of csrc/scatter/cpu/scatter_cpu.cpp, function
+// for function and with the same names, rewritten against the stable ABI (compare the files side by side):
 //   at::parallel_for, at::get_num_threads  -> parallel_for below (over torch::stable::parallel_for, which
 //                                             runs on libtorch's thread pool: no -fopenmp here)
 //   AT_DISPATCH_ALL_TYPES_AND2             -> THO_DISPATCH_V2 (header-only)

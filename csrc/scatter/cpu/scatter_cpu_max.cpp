@@ -1,0 +1,9 @@
+// csrc/scatter/cpu/scatter_cpu_max.cpp — the CPU loops of scatter_max, for every dtype (see scatter_cpu.h).
+#include "scatter_cpu_loops.h"
+
+namespace wb_scatter {
+
+#define WB_SCATTER_CPU_MAX(scalar_t, _) WB_SCATTER_CPU_LOOPS(scalar_t, Reduce::Max);
+AT_FORALL_SCALAR_TYPES_AND2(Half, BFloat16, WB_SCATTER_CPU_MAX)
+
+}  // namespace wb_scatter
