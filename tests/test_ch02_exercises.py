@@ -219,11 +219,19 @@ def _gated_function(extension, *, backward_in_python=False, swap=False, save="sa
                 ctx.save_for_backward(a, b)
             elif save == "attributes":
                 ctx.a, ctx.b = a, b
+            elif save == "a only":
+                ctx.save_for_backward(a)
+                ctx.b = b
             return ch02.gated_tanh(a, b) if reference else extension.gated_tanh_forward(a, b)
 
         @staticmethod
         def backward(ctx, grad):
-            a, b = ctx.saved_tensors if save == "save_for_backward" else (ctx.a, ctx.b)
+            if save == "save_for_backward":
+                a, b = ctx.saved_tensors
+            elif save == "a only":
+                (a,), b = ctx.saved_tensors, ctx.b
+            else:
+                a, b = ctx.a, ctx.b
             if backward_in_python:
                 t, s = torch.tanh(a), torch.sigmoid(b)
                 d_a, d_b = grad * (1 - t * t) * s, grad * t * s * (1 - s)
@@ -358,6 +366,13 @@ WRONG_ANSWERS = [
         "a and b kept as ctx attributes, unchecked for in-place changes",
         lambda: _check_function(save="attributes"),
         ("ctx.save_for_backward(a, b)",),
+    ),
+    WrongAnswer(
+        "2.3",
+        "wrong math",
+        "a saved, b kept as a ctx attribute (an in-place change of b goes unnoticed)",
+        lambda: _check_function(save="a only"),
+        ("after b was changed in place", "ctx.save_for_backward(a, b)"),
     ),
     WrongAnswer(
         "2.3", "wrong math", "nothing saved in forward", lambda: _check_function(save=None), ("your code raised",)

@@ -258,6 +258,16 @@ def backward_from_attributes(ctx, grad):
     return grad * ctx.weight.unsqueeze(1), (grad * ctx.x).sum(dim=1)
 
 
+def save_x_only(ctx, inputs, output):  # weight kept as an attribute: its in-place change goes unnoticed
+    x, ctx.weight = inputs
+    ctx.save_for_backward(x)
+
+
+def backward_from_saved_x(ctx, grad):
+    (x,) = ctx.saved_tensors
+    return grad * ctx.weight.unsqueeze(1), (grad * x).sum(dim=1)
+
+
 def backward_in_float32(ctx, grad):  # float64 gradients rounded to float32 (autograd casts them back)
     x, weight = ctx.saved_tensors
     grad = grad.float()
@@ -445,6 +455,13 @@ WRONG_ANSWERS = [
         "x and weight kept as ctx attributes, unchecked for in-place changes",
         lambda: ch10.check_scale_rows_autograd(save_as_attributes, backward_from_attributes),
         ("changed in place between forward and backward", "ctx.save_for_backward(x, weight)"),
+    ),
+    WrongAnswer(
+        "10.3",
+        "wrong math",
+        "x saved, weight kept as a ctx attribute (an in-place change of weight goes unnoticed)",
+        lambda: ch10.check_scale_rows_autograd(save_x_only, backward_from_saved_x),
+        ("after weight was changed in place", "ctx.save_for_backward(x, weight)"),
     ),
     WrongAnswer(
         "10.3",

@@ -363,13 +363,14 @@ def check_gated_function(GatedTanh, extension):
 
 
 def _expect_saved_for_backward(GatedTanh, generator):
-    """a changed in place between forward and backward: autograd must refuse, or the gradient stay right."""
+    """a or b changed in place between forward and backward: autograd must refuse, or the gradient stay right."""
     import torch
 
     leaves = tuple(torch.randn(7, generator=generator, dtype=torch.float64, requires_grad=True) for _ in range(2))
-    if not inplace_change_is_caught(GatedTanh.apply, gated_tanh, leaves, changed=0):
-        raise Mistake(
-            "after a was changed in place between forward and backward, backward silently used the new values "
-            "and returned a wrong gradient: save a and b with ctx.save_for_backward(a, b), which notices such "
-            "changes (tensors kept as ctx attributes are not checked)"
-        )
+    for changed, name in enumerate("ab"):
+        if not inplace_change_is_caught(GatedTanh.apply, gated_tanh, leaves, changed=changed):
+            raise Mistake(
+                f"after {name} was changed in place between forward and backward, backward silently used its new "
+                "values and returned a wrong gradient: save a and b with ctx.save_for_backward(a, b), which notices "
+                "such changes (tensors kept as ctx attributes are not checked)"
+            )

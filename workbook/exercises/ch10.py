@@ -455,7 +455,8 @@ def check_scale_rows_autograd(setup_context, backward):
 
 
 def _expect_saved_for_backward(op):
-    """x changed in place between forward and backward: autograd must refuse, or the gradients stay right."""
+    """x or weight changed in place between forward and backward: autograd must refuse, or the gradients stay
+    right."""
     import torch
 
     generator = torch.Generator().manual_seed(1031)
@@ -463,12 +464,13 @@ def _expect_saved_for_backward(op):
         torch.randn(4, 3, dtype=torch.float64, generator=generator, requires_grad=True),
         torch.randn(4, dtype=torch.float64, generator=generator, requires_grad=True),
     )
-    if not inplace_change_is_caught(op, lambda x, weight: x * weight.unsqueeze(1), leaves, changed=0):
-        raise Mistake(
-            "after x was changed in place between forward and backward, backward silently used its new values and "
-            "returned a wrong gradient: save x and weight with ctx.save_for_backward(x, weight) in setup_context, "
-            "which notices such changes (tensors kept as ctx attributes are not checked)"
-        )
+    for changed, name in enumerate(("x", "weight")):
+        if not inplace_change_is_caught(op, lambda x, weight: x * weight.unsqueeze(1), leaves, changed=changed):
+            raise Mistake(
+                f"after {name} was changed in place between forward and backward, backward silently used its new "
+                "values and returned a wrong gradient: save x and weight with ctx.save_for_backward(x, weight) in "
+                "setup_context, which notices such changes (tensors kept as ctx attributes are not checked)"
+            )
 
 
 def _scale_rows_cases():
