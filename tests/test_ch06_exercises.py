@@ -81,6 +81,14 @@ def blur_python_over_cpp():
     return library, mistake("blur_stub")
 
 
+@functools.cache
+def blur_by_the_checks_reference_behind_cpp():
+    """C++ that checks the arguments, then calls an op whose CPU kernel is the check's own reference."""
+    library = torch.library.Library(load_libraries(), "IMPL")
+    library.impl("blur_impl", ch06._blur_reference, "CPU")
+    return library, mistake("blur_forwards_to_python")
+
+
 def blur_with_cv2_checked(image, ksize, sigma):
     """blur_with_cv2, refusing the images the exercise says to refuse."""
     if image.dtype != torch.float32 or image.dim() not in (2, 3) or (image.dim() == 3 and image.size(2) > 4):
@@ -428,6 +436,13 @@ WRONG_ANSWERS = [
         "the C++ stub kept, a Python kernel registered over its CPU kernel",
         lambda: ch06.check_gaussian_blur(blur_python_over_cpp()[1]),
         ("ran the Python function blur_with_cv2_checked()", "kernel in C++"),
+    ),
+    WrongAnswer(
+        "6.1",
+        "private data",
+        "C++ checks the arguments, then calls an op whose kernel is the check's own Python reference",
+        lambda: ch06.check_gaussian_blur(blur_by_the_checks_reference_behind_cpp()[1]),
+        ("ran the Python function _blur_reference()", "kernel in C++"),
     ),
     WrongAnswer(
         "6.1",

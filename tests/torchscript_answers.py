@@ -15,6 +15,7 @@ from workbook.ops import warp_perspective
 # fragment of workbook_cv, as chapter 06 says another library may add one), and the wrong answers.
 SOURCE = r"""
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
 #include <torch/custom_class.h>
@@ -48,6 +49,7 @@ enum Blur {
   kInPlace,
   kEmptyLike,
   kBorderConstant,
+  kForwardsToPython,
   kStub
 };
 
@@ -77,6 +79,12 @@ at::Tensor blur(const at::Tensor& image, int64_t ksize, double sigma) {
     TORCH_CHECK(ksize > 0 && ksize % 2 == 1, "gaussian_blur: ksize must be odd and positive, got ", ksize);
   }
   TORCH_CHECK(sigma > 0, "gaussian_blur: sigma must be positive, got ", sigma);
+  if constexpr (mistake == kForwardsToPython) {  // the checks in C++, the blur in whatever blur_impl runs
+    static const auto impl = c10::Dispatcher::singleton()
+                                 .findSchemaOrThrow("NAMESPACE::blur_impl", "")
+                                 .typed<at::Tensor(const at::Tensor&, int64_t, double)>();
+    return impl.call(image, ksize, sigma);
+  }
   const at::Tensor source = mistake == kNotContiguous ? image : image.contiguous();
   int channels = image.dim() == 3 ? static_cast<int>(image.size(2)) : 1;
   if constexpr (mistake == kOneOrThreeChannels) channels = channels == 3 ? 3 : 1;
@@ -214,6 +222,8 @@ TORCH_LIBRARY(NAMESPACE, m) {
   m.def("blur_in_place(Tensor image, int ksize, float sigma) -> Tensor", &blur<kInPlace>);
   m.def("blur_into_empty_like(Tensor image, int ksize, float sigma) -> Tensor", &blur<kEmptyLike>);
   m.def("blur_border_constant(Tensor image, int ksize, float sigma) -> Tensor", &blur<kBorderConstant>);
+  m.def("blur_forwards_to_python(Tensor image, int ksize, float sigma) -> Tensor", &blur<kForwardsToPython>);
+  m.def("blur_impl(Tensor image, int ksize, float sigma) -> Tensor");  // its kernel comes from Python
   // A C++ stub whose CPU kernel the tests override from Python (blur_python_over_cpp).
   m.def("blur_stub(Tensor image, int ksize, float sigma) -> Tensor");
   register_recent_strings<kForgetsCapacity>(m, "ForgetsCapacity");

@@ -118,9 +118,8 @@ def _calling(call, *arguments):
 
     import torch
 
-    import workbook
+    from workbook.ops import warp_perspective
 
-    workbook_dir = os.path.dirname(workbook.__file__) + os.sep
     torch_dir = os.path.dirname(torch.__file__) + os.sep
     # "<...>": frozen modules (the import system) and code generated at run time (a dataclass's __init__).
     installed = ("stdlib", "platstdlib", "purelib", "platlib")
@@ -131,7 +130,7 @@ def _calling(call, *arguments):
         if event != "call" or entered:
             return
         filename, caller = frame.f_code.co_filename, frame.f_back
-        if filename.startswith((*not_learners, workbook_dir)) or caller is None:
+        if filename.startswith(not_learners) or filename == warp_perspective.__file__ or caller is None:
             return
         if caller is this_frame or caller.f_code.co_filename.startswith(torch_dir):
             entered.append(frame.f_code.co_name)
