@@ -232,3 +232,24 @@ def test_the_switch_compiles_and_links_cuda_kernels_without_a_gpu(monkeypatch):
 def test_precompiled_headers_are_refused():
     with pytest.raises(ValueError, match="use_pch"):
         build.load_inline("wb_test_pch", "int x;", use_pch=True)
+
+
+@pytest.mark.parametrize(
+    "log, expected",
+    [
+        ("a.cpp:3:1: error: 'x' was not declared\n    3 | x;\n", "a.cpp:3:1: error: 'x' was not declared"),
+        ("cc1plus: warning: /nowhere: No such file or directory\nb.cpp:1:1: error: bad\n", "b.cpp:1:1: error: bad"),
+        (
+            "/usr/bin/ld: cannot find -lmissing: No such file\ncollect2: error: ld returned 1\n",
+            "/usr/bin/ld: cannot find -lmissing: No such file",
+        ),
+        (
+            "-- Configuring\nCMake Error at CMakeLists.txt:3 (find_package):\n  not found\n",
+            "CMake Error at CMakeLists.txt:3 (find_package):",
+        ),
+        ("nothing\nrecognisable\nhere at all\n", "here at all"),
+        ("", ""),
+    ],
+)
+def test_first_compiler_error_line_is_the_first_error_or_the_last_line(log, expected):
+    assert errors.first_compiler_error_line(log) == expected

@@ -42,12 +42,20 @@ def first_compiler_error(output: str) -> str:
     for index, line in enumerate(lines):
         if line.startswith("CMake Error"):  # CMake's own error explains what follows it
             return _excerpt(line, lines[index + 1 : index + 7], _cmake_message_line)
-    for index, line in enumerate(lines):
-        if _FIRST_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:")):
-            explains = _nvcc_excerpt_line if _NVCC_ERROR.search(line) else _gcc_excerpt_line
-            return _excerpt(line, lines[index + 1 : index + 5], explains)
+    index = _first_error_index(lines)
+    if index is not None:
+        explains = _nvcc_excerpt_line if _NVCC_ERROR.search(lines[index]) else _gcc_excerpt_line
+        return _excerpt(lines[index], lines[index + 1 : index + 5], explains)
     tail = [line for line in lines if line.strip()][-4:]
     return "\n".join("    " + strip_repo(text) for text in tail)
+
+
+def _first_error_index(lines: list[str]) -> int | None:
+    """The first line that reports an error (a warning that mentions a missing file does not)."""
+    for index, line in enumerate(lines):
+        if _FIRST_ERROR.search(line) and not line.startswith(("FAILED:", "ninja:")) and "warning:" not in line:
+            return index
+    return None
 
 
 def _excerpt(first: str, following: list[str], explains) -> str:
@@ -96,8 +104,15 @@ def repo_relative_paths(text: str, *folders) -> str:
 
 
 def first_compiler_error_line(output: str) -> str:
-    """The first line of `first_compiler_error`, without its indentation."""
-    return first_compiler_error(output).splitlines()[0].strip() if output.strip() else ""
+    """The first error line of a build log, with the repository's path left out; without a recognisable error,
+    the log's last non-blank line."""
+    lines = output.splitlines()
+    cmake = [line for line in lines if line.startswith("CMake Error")]
+    index = lines.index(cmake[0]) if cmake else _first_error_index(lines)
+    if index is None:
+        found = [line for line in lines if line.strip()]
+        return strip_repo(found[-1].strip()) if found else ""
+    return strip_repo(lines[index].strip())
 
 
 def first_error_line(text: str) -> str:
