@@ -51,24 +51,28 @@ def load_library(name: str, path, *, opencv: bool = False, **options) -> str:
     return build_load(name, [path], is_python_module=False, **options)
 
 
-def load(stem: str, source: str, *, opencv: bool = False, rewrite=None, folder=SOURCES_DIR, **options) -> str:
-    """Build (once) and load `source` with NAMESPACE replaced by `for_source(stem, source)`; return the namespace.
-
-    `rewrite(text, namespace)`, when given, turns the text into what is compiled (chapter 05's CPU
-    emulation of CUDA does); the file is written under `folder`/<stem>/. The code is built with -O2
-    unless `extra_cflags` says otherwise.
-    """
+def write(stem: str, source: str, *, rewrite=None, folder=SOURCES_DIR, suffix: str = ".cpp"):
+    """Write `source` with NAMESPACE replaced by `for_source(stem, source)` to `folder`/<stem>/<namespace><suffix>
+    (only if changed); returns (namespace, path). `rewrite(text, namespace)`, when given, turns the text into
+    what is written (chapter 05's CPU emulation of CUDA does)."""
     if "NAMESPACE" not in source:
         raise ValueError(
             "the source must register its operators or classes under the word NAMESPACE, "
             "e.g. TORCH_LIBRARY(NAMESPACE, m)"
         )
     namespace = for_source(stem, source)
+    text = source.replace("NAMESPACE", namespace)
+    if rewrite is not None:
+        text = rewrite(text, namespace)
+    return namespace, write_if_changed(folder / stem / f"{namespace}{suffix}", text)
+
+
+def load(stem: str, source: str, *, opencv: bool = False, rewrite=None, folder=SOURCES_DIR, suffix=".cpp", **options):
+    """Build (once) and load what `write` writes; return the namespace. The code is built with -O2 unless
+    `extra_cflags` says otherwise; `options` go to `workbook.build.load`."""
+    namespace = for_source(stem, source)
     if namespace not in _loaded:
-        text = source.replace("NAMESPACE", namespace)
-        if rewrite is not None:
-            text = rewrite(text, namespace)
-        path = write_if_changed(folder / stem / f"{namespace}.cpp", text)
+        _, path = write(stem, source, rewrite=rewrite, folder=folder, suffix=suffix)
         options.setdefault("extra_cflags", ["-O2"])
         load_library(namespace, path, opencv=opencv, **options)
         _loaded.add(namespace)

@@ -1,6 +1,6 @@
 """A live line while a build runs: what is being compiled, and for how long.
 
-    with build_progress.shown("wb_scatter"):
+    with progress_line.shown("wb_scatter"):
         ...  # run the build; in a notebook the cell shows, updated every half second,
              # "wb_scatter: compiling scatter_cpu.cpp … 12 s, scatter.cpp … 3 s (15 s so far)"
 

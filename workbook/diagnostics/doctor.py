@@ -1,6 +1,6 @@
 """A toolchain doctor: is everything the chapters build with present, and if not, what fixes it?
 
-    python -m workbook.doctor
+    python -m workbook.diagnostics.doctor
 
 Each finding names the tool, what was found, whether the workbook needs it (and for which
 chapters), and the command that installs it. Nothing here needs torch to be importable.

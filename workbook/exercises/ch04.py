@@ -145,7 +145,7 @@ def _check_gxx_command(gxx_command, source, output):
 
 LLTM_FOLDER = "csrc/lltm"
 LLTM_SOURCES = {
-    "lltm.cpp": "the schema (TORCH_LIBRARY)",
+    "lltm.cpp": "the schema (TORCH_LIBRARY) and the autograd kernels",
     "lltm_python.cpp": "the pybind11 module (PYBIND11_MODULE, so Python finds PyInit__C)",
     "cpu/lltm_cpu.cpp": "the CPU kernels",
 }

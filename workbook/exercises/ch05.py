@@ -18,11 +18,10 @@
 
 from __future__ import annotations
 
-import hashlib
-
 import torch
 
 from workbook import build
+from workbook.build import fresh_namespace
 from workbook.course.checking import NOT_ATTEMPTED, Mistake, exercise, expect_close
 from workbook.diagnostics import cuda_check
 from workbook.ops import cuda_emulation
@@ -33,15 +32,12 @@ EXERCISE_FLAGS = ["--extended-lambda"]
 _STUB_MARK = f'TORCH_CHECK(false, "{NOT_ATTEMPTED}");'
 
 
-def exercise_namespace(source: str) -> str:
-    """The op namespace for this exact source: `wb_ch05_<hash>` (one TORCH_LIBRARY per namespace per process)."""
-    return "wb_ch05_" + hashlib.sha256(source.encode()).hexdigest()[:10]
+STEM = "wb_ch05_divide"
 
 
 def write_exercise_source(source: str):
-    """Write the source, with NAMESPACE replaced, under build/src/ch05/<namespace>/; returns its path."""
-    namespace = exercise_namespace(source)
-    return build.write_if_changed(f"ch05/{namespace}/divide_by_count.cu", source.replace("NAMESPACE", namespace))
+    """Write the source, with NAMESPACE replaced, under build/src/wb_ch05_divide/; returns its path."""
+    return fresh_namespace.write(STEM, source, suffix=".cu")[1]
 
 
 def compile_exercise(source: str) -> cuda_check.CompileResult:
@@ -49,17 +45,9 @@ def compile_exercise(source: str) -> cuda_check.CompileResult:
     return cuda_check.compile_check(write_exercise_source(source), extra_flags=EXERCISE_FLAGS)
 
 
-_loaded: dict[str, object] = {}
-
-
 def load_exercise(source: str):
     """Build the source into an op library (needs a CUDA build of torch and nvcc); returns torch.ops.<namespace>."""
-    namespace = exercise_namespace(source)
-    if namespace not in _loaded:
-        path = write_exercise_source(source)
-        build.load(namespace, [path], is_python_module=False, extra_cuda_cflags=["-O2", *EXERCISE_FLAGS])
-        _loaded[namespace] = getattr(torch.ops, namespace)
-    return _loaded[namespace]
+    return fresh_namespace.ops(STEM, source, suffix=".cu", extra_cuda_cflags=["-O2", *EXERCISE_FLAGS])
 
 
 def reference_divide_by_count(total: torch.Tensor, count: torch.Tensor, dim: int) -> torch.Tensor:

@@ -91,7 +91,7 @@ def load_extension():
 
 
 def ops_library():
-    """Build the ops as a plain shared library (schema + CPU kernels, no Python) with CMake; return its path.
+    """Build the ops as a plain shared library (schema, autograd, CPU kernels; no Python) with CMake; return its path.
 
     For C++ programs (dlopen it, or link it with -Wl,--no-as-needed). It is not loaded here: this
     process may hold the extension module already, and a second registration of the namespace

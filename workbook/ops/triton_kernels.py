@@ -353,7 +353,8 @@ def softmax(x):
 
 
 # ---- registration: an opaque custom_op, and a triton_op that torch.compile can trace ----------------------
-# Both return what torch.ops.wb_lltm's ops return, so chapter 08's fake kernels and setup_context fit them.
+# Both return what torch.ops.wb_lltm's ops return, so that op's fake kernels and lltm._forward_setup_context
+# (workbook/ops/lltm.py) fit them.
 
 
 def _no_double_backward(ctx, *grads):
