@@ -41,6 +41,7 @@ from workbook.build.errors import first_compiler_error, repo_relative_paths
 EXTENSIONS_DIR = BUILD_DIR / "torch_extensions"
 CMAKE_BUILD_DIR = BUILD_DIR / "cmake"
 SOURCES_DIR = BUILD_DIR / "src"
+INDUCTOR_CACHE = BUILD_DIR / "inductor_cache"
 _LOCKS_DIR = BUILD_DIR / "locks"
 _held_here = threading.local()  # .locks: {lock file: [its open file, blocks using it]} of this thread
 
@@ -70,6 +71,13 @@ def write_if_changed(path, text: str) -> Path:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
     return path
+
+
+def use_inductor_cache() -> None:
+    """Point torch.compile's on-disk caches (Inductor's compiled graphs and kernels) at build/inductor_cache, unless
+    TORCHINDUCTOR_CACHE_DIR is set already: the notebooks, their second copies and the tests reuse each other's
+    work, and nothing goes to the system's temporary folder."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
 
 
 def build_directory(name: str) -> Path:

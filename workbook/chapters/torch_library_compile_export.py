@@ -26,13 +26,12 @@ import tempfile
 import warnings
 from pathlib import Path
 
-from workbook import BUILD_DIR, CSRC_DIR, REPO_ROOT
+from workbook import BUILD_DIR, CSRC_DIR, REPO_ROOT, build
 from workbook.build import cmake_build, fresh_namespace, progress_line
 from workbook.build.errors import strip_repo
 
-INDUCTOR_CACHE = BUILD_DIR / "inductor_cache"
 ARTEFACTS = BUILD_DIR / "ch08"
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(INDUCTOR_CACHE))
+build.use_inductor_cache()
 
 # Dispatch keys worth asking about for a custom operator, in the order the dispatcher tries them.
 DISPATCH_KEYS = ["Autograd", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "CPU", "CUDA", "Meta"]

@@ -10,6 +10,7 @@ import sys
 from matplotlib.figure import Figure
 
 from workbook import REPO_ROOT
+from workbook.build import errors
 from workbook.chapters.drawing import as_image
 
 
@@ -89,5 +90,5 @@ def check_in_fresh_process(library) -> str:
         [sys.executable, "-c", _FRESH_PROCESS_CHECK, str(library)], capture_output=True, text=True, cwd=REPO_ROOT
     )
     if result.returncode != 0:
-        raise RuntimeError(result.stderr.strip().splitlines()[-1])
+        raise RuntimeError(errors.last_exception(result.stderr) or errors.error_summary(result.stderr))
     return result.stdout.strip()

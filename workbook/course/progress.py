@@ -231,7 +231,7 @@ def load_record(record_path: Path) -> tuple[dict, list[str]]:
 
 
 def _lock_file(record_path: Path) -> Path:
-    return record_path.parent / "locks" / f"{record_path.stem}.flock"
+    return record_path.with_name(record_path.name + ".flock")
 
 
 def _read(record_path: Path) -> dict:

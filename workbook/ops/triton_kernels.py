@@ -38,7 +38,7 @@ import triton  # noqa: E402  (after the switch above)
 import triton.language as tl  # noqa: E402
 from torch.library import triton_op, wrap_triton  # noqa: E402
 
-from workbook import BUILD_DIR  # noqa: E402
+from workbook import build  # noqa: E402
 from workbook.build import fresh_namespace  # noqa: E402
 from workbook.ops import lltm  # noqa: E402
 
@@ -61,7 +61,7 @@ def _check_triton_language_matches() -> None:
 _check_triton_language_matches()
 # The interpreter runs kernels on CPU tensors; compiled kernels need CUDA tensors.
 DEVICE = "cuda" if HAS_GPU and not INTERPRETED else "cpu"
-os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(BUILD_DIR / "inductor_cache"))  # shared with chapter 08
+build.use_inductor_cache()
 
 BLOCK = 256  # elements per program in the elementwise kernels
 SOFTMAX_MAX_COLUMNS = 16384  # one block holds a whole row; wider rows need a loop (exercise 11.2)
