@@ -30,12 +30,36 @@ def module_name(path: Path) -> str:
     return ".".join(names)
 
 
+def _is_module(name: str) -> bool:
+    return any((REPO_ROOT / Path(*name.split("."))).with_suffix(suffix).exists() for suffix in (".py", ""))
+
+
+def _dotted(node) -> str | None:
+    """`workbook.chapters.drawing` for that attribute chain; None for anything else."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return ".".join([node.id, *reversed(names)]) if isinstance(node, ast.Name) else None
+
+
 def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
-    """(line, absolute module name) of every import of a workbook module in `source`, a module of `package`,
-    lazy ones included. `from workbook.x import y` names workbook.x.y when y is a module, else workbook.x."""
-    found = []
+    """(line, absolute module name) of every workbook module that `source`, a module of `package`, imports or
+    reaches: import statements (lazy ones included), importlib.import_module / __import__ with a literal name,
+    and attribute chains from the package (`workbook.chapters.drawing` after `import workbook`).
+    `from workbook.x import y` names workbook.x.y when y is a module, else workbook.x."""
+    found, inner = [], set()  # inner: the attribute nodes inside a chain already looked at
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call) and _dotted(node.func) in ("importlib.import_module", "__import__"):
+            if node.args and isinstance(node.args[0], ast.Constant) and str(node.args[0].value).startswith("workbook"):
+                found.append((node.lineno, node.args[0].value))
+        elif isinstance(node, ast.Attribute) and id(node) not in inner:
+            inner.update(id(part) for part in ast.walk(node.value))
+            names = (_dotted(node) or "").split(".")
+            modules = [".".join(names[:n]) for n in range(2, len(names) + 1) if _is_module(".".join(names[:n]))]
+            if names[0] == "workbook" and modules:
+                found.append((node.lineno, modules[-1]))
+        elif isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names if alias.name.startswith("workbook")]
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -46,16 +70,17 @@ def imported_modules(source: str, package: str) -> list[tuple[int, str]]:
                 continue
             for alias in node.names:
                 candidate = f"{base}.{alias.name}"
-                is_module = any(
-                    (REPO_ROOT / Path(*candidate.split("."))).with_suffix(suffix).exists() for suffix in (".py", "")
-                )
-                found.append((node.lineno, candidate if is_module else base))
+                found.append((node.lineno, candidate if _is_module(candidate) else base))
     return found
 
 
 def test_the_map_names_every_part_and_nothing_else():
     parts = {path.name for path in PACKAGE.iterdir() if (path / "__init__.py").exists()}
     assert set(layers_from_map()) == parts | {""}
+    loose = [path.name for path in PACKAGE.glob("*.py") if path.name != "__init__.py"]
+    assert not loose, f"modules outside every part of the map: {loose}"
+    folders = [path.name for path in PACKAGE.iterdir() if path.is_dir() and any(path.glob("*.py"))]
+    assert set(folders) <= parts, f"folders of Python without an __init__.py: {set(folders) - parts}"
 
 
 SOURCES = sorted(PACKAGE.rglob("*.py"))
@@ -80,5 +105,13 @@ def test_the_check_sees_an_upward_import():
     source = "from ..chapters import drawing\nfrom workbook.build import errors\nimport torch\n"
     modules = [module for _, module in imported_modules(source, "workbook.ops")]
     assert modules == ["workbook.chapters.drawing", "workbook.build.errors"]
+    indirect = (
+        "import importlib, workbook\n"
+        "importlib.import_module('workbook.course.checking')\n"
+        "__import__('workbook.chapters.display')\n"
+        "workbook.exercises.ch01.check_softplus\n"
+    )
+    reached = sorted(module for _, module in imported_modules(indirect, "workbook.ops"))
+    assert reached == ["workbook", "workbook.chapters.display", "workbook.course.checking", "workbook.exercises.ch01"]
     layers = layers_from_map()
     assert layers[part_of(modules[0])] > layers["ops"] > layers[part_of(modules[1])]
