@@ -95,7 +95,7 @@ class LLTMBackward : public torch::autograd::Function<LLTMBackward> {
   static variable_list backward(AutogradContext*, variable_list) {
     TORCH_CHECK(false,
                 "wb_lltm::lltm_backward is not differentiable: the LLTM op has first derivatives only "
-                "(no double backward, create_graph=True or gradgradcheck)");
+                "(a gradient computed with create_graph=True cannot be differentiated again, so gradgradcheck fails)");
   }
 };
 
