@@ -13,15 +13,14 @@ import pytest
 import torch
 import wrong_answers
 from torchscript_answers import load_libraries, mistake, notebook_string
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 from wrong_answers import WrongAnswer
 
 from workbook.build import fresh_namespace
 from workbook.course import checking
 from workbook.exercises import ch07
 
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(scope="module", autouse=True)

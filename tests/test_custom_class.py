@@ -5,12 +5,11 @@ from typing import List
 
 import pytest
 import torch
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook.ops import warp_perspective
 
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(scope="module", autouse=True)
