@@ -1,4 +1,5 @@
-"""What the GPU tests of the CUDA kernels share (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py).
+"""What the GPU tests of the CUDA kernels share (tests/test_lltm_cuda.py, tests/test_scatter_cuda.py,
+tests/test_scatter_stable_cuda.py; the scatter ones also share tests/scatter_device.py).
 
 The tests compare every op on DEVICE with its CPU kernel. They skip without a CUDA GPU (and where the
 CUDA kernels cannot be built); `python -m workbook.diagnostics.gpu_report` runs them on a GPU machine together with

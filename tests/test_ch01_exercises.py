@@ -6,6 +6,7 @@ import torch
 import torch.nn.functional as F
 import wrong_answers
 from torch.autograd.function import once_differentiable
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 from wrong_answers import WrongAnswer
 
 from workbook.course import generate
@@ -13,7 +14,7 @@ from workbook.course.checking import PASSED
 from workbook.exercises import ch01
 
 # torch.func.jvp (a wrong answer below uses it) scripts a helper the first time, and TorchScript says it is deprecated.
-pytestmark = pytest.mark.filterwarnings(r"ignore:`torch\.jit\.\w+` is deprecated")
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(autouse=True)

@@ -117,20 +117,6 @@ def logsumexp_first_block_max(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.con
     tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
 
 
-@triton.jit
-def logsumexp_online_without_rescaling(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
-    # One pass, but the running sum keeps terms taken against an older, smaller maximum.
-    row = x_ptr + tl.program_id(0) * row_stride
-    largest = -float("inf")
-    total = 0.0
-    for start in range(0, columns, BLOCK):
-        col = start + tl.arange(0, BLOCK)
-        x = tl.load(row + col, mask=col < columns, other=-float("inf"))
-        largest = tl.maximum(largest, tl.max(x, axis=0))
-        total += tl.sum(tl.exp(x - largest), axis=0)
-    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
-
-
 def test_gated_tanh_passes_on_the_solution():
     assert ch11.check_gated_tanh(gated_tanh_solution).passed
 
@@ -163,18 +149,33 @@ def logsumexp_solution(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr)
 
 
 @triton.jit
-def logsumexp_online(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
-    # One pass: the running sum is rescaled whenever the maximum grows (also right).
-    row = x_ptr + tl.program_id(0) * row_stride
+def _one_pass(row, columns, BLOCK: tl.constexpr, RESCALE: tl.constexpr):
+    # A running maximum and a running sum of exp(x - maximum), in one pass over the row. The sum's terms are
+    # taken against the maximum so far: RESCALE rescales them whenever the maximum grows (right); without it
+    # the sum keeps terms taken against an older, smaller maximum (wrong on rows longer than BLOCK).
     largest = -float("inf")
     total = 0.0
     for start in range(0, columns, BLOCK):
         col = start + tl.arange(0, BLOCK)
         x = tl.load(row + col, mask=col < columns, other=-float("inf"))
         new_largest = tl.maximum(largest, tl.max(x, axis=0))
-        total = total * tl.exp(largest - new_largest) + tl.sum(tl.exp(x - new_largest), axis=0)
+        if RESCALE:
+            total = total * tl.exp(largest - new_largest)
+        total += tl.sum(tl.exp(x - new_largest), axis=0)
         largest = new_largest
-    tl.store(out_ptr + tl.program_id(0), largest + tl.log(total))
+    return largest + tl.log(total)
+
+
+@triton.jit
+def logsumexp_online(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * row_stride
+    tl.store(out_ptr + tl.program_id(0), _one_pass(row, columns, BLOCK, True))  # also right
+
+
+@triton.jit
+def logsumexp_online_without_rescaling(x_ptr, out_ptr, columns, row_stride, BLOCK: tl.constexpr):
+    row = x_ptr + tl.program_id(0) * row_stride
+    tl.store(out_ptr + tl.program_id(0), _one_pass(row, columns, BLOCK, False))
 
 
 @triton.jit

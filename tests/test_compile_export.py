@@ -6,6 +6,7 @@ import pytest
 import torch
 import torch._dynamo.testing
 from torch.export import Dim
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook import build
 from workbook.chapters import torch_library_compile_export
@@ -14,9 +15,7 @@ from workbook.ops import lltm, scatter, warp_perspective
 
 # Compiling a package (when build/ch08 has none yet) runs torch code that calls torch.jit APIs and
 # warns that TorchScript is deprecated; this file uses no TorchScript of its own.
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 class LLTMCell(torch.nn.Module):

@@ -2,13 +2,12 @@
 
 import pytest
 import torch
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook import build
 from workbook.ops import example_app, warp_perspective
 
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(scope="module")

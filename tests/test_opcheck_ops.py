@@ -20,15 +20,14 @@ import sys
 import pytest
 import torch
 from torch.library import opcheck
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook import build
 from workbook.chapters import torch_library_compile_export
 from workbook.ops import lltm, scatter, warp_perspective
 
 # torch.export of a module holding a TorchScript class calls a deprecated torch.jit function.
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 ALL_PASSED = {
     "test_schema": "SUCCESS",

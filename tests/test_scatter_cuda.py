@@ -18,6 +18,7 @@ from cuda_device import (
     needs_two_gpus,
     side_stream,
 )
+from scatter_device import as_tuple, assert_equal, assert_equal_or_close, check_empty_inputs, integer_valued, run_both
 
 from workbook.course.checking import FAILED, PASSED
 from workbook.exercises import ch05
@@ -40,42 +41,12 @@ def scatter_op(name):
     return getattr(scatter, f"scatter_{name}")
 
 
-def as_tuple(result):
-    return result if isinstance(result, tuple) else (result,)
-
-
-def integer_valued(shape, dtype, seed=0, low=-20, high=20):
-    """Small integers in any dtype: every sum is exact, so CPU and GPU must agree exactly."""
-    generator = torch.Generator().manual_seed(seed)
-    values = torch.randint(low, high, shape, generator=generator)
-    return (values.abs() if dtype == torch.uint8 else values).to(dtype)
-
-
-def run_both(name, src, index, dim=-1, out=None, dim_size=None):
-    """(result on DEVICE moved to the CPU, result on the CPU), each a tuple."""
-    expected = as_tuple(scatter_op(name)(src, index, dim, None if out is None else out.clone(), dim_size))
-    device_out = None if out is None else out.to(DEVICE)
-    got = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), dim, device_out, dim_size))
-    for tensor in got:
-        assert tensor.device.type == torch.device(DEVICE).type
-    return tuple(t.cpu() for t in got), expected
-
-
-def assert_equal(got, expected, what=""):
-    assert len(got) == len(expected)
-    for position, (g, e) in enumerate(zip(got, expected)):
-        assert g.dtype == e.dtype and g.shape == e.shape, (what, position, g.dtype, e.dtype, g.shape, e.shape)
-        assert torch.equal(g, e) or (g.is_floating_point() and torch.allclose(g, e, equal_nan=True, rtol=0, atol=0)), (
-            f"{what} output {position} differs at {(g != e).nonzero()[:5].tolist()}: {g[g != e][:5]} vs {e[g != e][:5]}"
-        )
-
-
 @pytest.mark.parametrize("dtype", scatter.DTYPES, ids=str)
 @pytest.mark.parametrize("name", SCATTER_OPS)
 def test_scatter_matches_cpu_exactly(name, dtype):
     src = integer_valued((4, 50, 3), dtype, seed=1)
     index = torch.randint(0, 20, (4, 50, 3), generator=torch.Generator().manual_seed(2))
-    got, expected = run_both(name, src, index, dim=1, dim_size=23)  # groups 20-22 stay empty
+    got, expected = run_both(scatter_op(name), src, index, dim=1, dim_size=23)  # groups 20-22 stay empty
     assert_equal(got, expected, f"scatter_{name} {dtype}")
 
 
@@ -88,7 +59,7 @@ def test_scatter_into_out_matches_cpu(name, dtype):
         integer_valued((7, 4), dtype, seed=5),  # contiguous
         integer_valued((4, 7), dtype, seed=6).t(),
     ]:  # column-major
-        got, expected = run_both(name, src, index, dim=0, out=out)
+        got, expected = run_both(scatter_op(name), src, index, dim=0, out=out)
         assert_equal(got, expected, f"scatter_{name} {dtype} out= (contiguous: {out.is_contiguous()})")
     device_out = integer_valued((7, 4), dtype, seed=5).to(DEVICE)
     result = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), 0, device_out))[0]
@@ -100,11 +71,8 @@ def test_scatter_random_floats_match_cpu(name):
     generator = torch.Generator().manual_seed(7)
     src = torch.randn(3, 2000, 5, generator=generator, dtype=torch.float64).float()
     index = torch.randint(0, 300, (3, 2000, 5), generator=generator)
-    got, expected = run_both(name, src, index, dim=1)
-    if name in ("min", "max"):
-        assert_equal(got, expected, f"scatter_{name}")  # min and max are exact whatever the order
-    else:
-        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)  # sums: rounding order differs
+    got, expected = run_both(scatter_op(name), src, index, dim=1)
+    assert_equal_or_close(name, got, expected, f"scatter_{name}")
 
 
 @pytest.mark.parametrize("name", SCATTER_OPS)
@@ -146,7 +114,7 @@ def test_scatter_one_long_column_matches_cpu(name):
     generator = torch.Generator().manual_seed(8)
     src = torch.randint(-1000, 1000, (300_000,), generator=generator).float()
     index = torch.randint(0, 50, (300_000,), generator=generator)  # thousands of atomics per output element
-    got, expected = run_both(name, src, index, dim=0)
+    got, expected = run_both(scatter_op(name), src, index, dim=0)
     assert_equal(got, expected, f"scatter_{name} 1-D")
 
 
@@ -154,11 +122,13 @@ def test_scatter_one_long_column_matches_cpu(name):
 def test_scatter_broadcast_index_and_default_dim(name):
     src = integer_valued((40, 6), torch.float32, seed=9)
     index = torch.randint(0, 8, (40,), generator=torch.Generator().manual_seed(10))
-    got, expected = run_both(name, src, index, dim=0)  # a 1-D index lines up with dim 0, stride 0 across columns
+    got, expected = run_both(
+        scatter_op(name), src, index, dim=0
+    )  # a 1-D index lines up with dim 0, stride 0 across columns
     assert_equal(got, expected, f"scatter_{name} broadcast")
     src = integer_valued((3, 4, 25), torch.int32, seed=11)
     index = torch.randint(0, 5, (3, 4, 25), generator=torch.Generator().manual_seed(12))
-    got, expected = run_both(name, src, index)  # dim=-1
+    got, expected = run_both(scatter_op(name), src, index)  # dim=-1
     assert_equal(got, expected, f"scatter_{name} last dim")
 
 
@@ -166,7 +136,7 @@ def test_scatter_broadcast_index_and_default_dim(name):
 def test_scatter_ties_go_to_the_first_position(name):
     src = torch.full((2, 30), 3.0)
     index = torch.arange(30).remainder(4).expand(2, 30)
-    got, expected = run_both(name, src, index, dim=1, dim_size=5)
+    got, expected = run_both(scatter_op(name), src, index, dim=1, dim_size=5)
     assert_equal(got, expected, f"scatter_{name} ties")
     assert got[1].tolist() == [[0, 1, 2, 3, 30]] * 2
 
@@ -175,24 +145,16 @@ def test_scatter_ties_go_to_the_first_position(name):
 def test_scatter_nan_follows_the_cpu_rule(name):
     src = torch.tensor([float("nan"), 1.0, 2.0, 5.0, float("nan"), 4.0, float("nan"), float("nan")])
     index = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2])
-    got, expected = run_both(name, src, index, dim=0, dim_size=4)
+    got, expected = run_both(scatter_op(name), src, index, dim=0, dim_size=4)
     assert_equal(got, expected, f"scatter_{name} NaN")
     out = torch.tensor([float("nan"), 0.0, 9.0, -9.0])
-    got, expected = run_both(name, src, index, dim=0, out=out)
+    got, expected = run_both(scatter_op(name), src, index, dim=0, out=out)
     assert_equal(got, expected, f"scatter_{name} NaN out=")
 
 
 @pytest.mark.parametrize("name", SCATTER_OPS)
 def test_scatter_empty_inputs(name):
-    cases = [
-        (torch.zeros(0, 3), torch.zeros(0, 3, dtype=torch.long), 0, 4),  # no elements, 4 groups
-        (torch.zeros(5, 0), torch.zeros(5, 0, dtype=torch.long), 0, 2),  # no columns
-        (torch.ones(4), torch.tensor([0, 0, 1, 1]), 0, 0),  # dim_size 0: an empty output
-        (torch.zeros(0), torch.zeros(0, dtype=torch.long), 0, None),  # dim_size from an empty index: 0
-    ]
-    for src, index, dim, dim_size in cases:
-        got, expected = run_both(name, src, index, dim=dim, dim_size=dim_size)
-        assert_equal(got, expected, f"scatter_{name} empty {tuple(src.shape)}")
+    check_empty_inputs(scatter_op(name), f"scatter_{name}")
 
 
 @pytest.mark.parametrize("name", SCATTER_OPS)
@@ -218,10 +180,7 @@ def test_scatter_on_a_side_stream_matches_the_default_stream(name):
         got = as_tuple(scatter_op(name)(src.to(DEVICE), index.to(DEVICE), 0, None, 1000))
     back_on_current_stream(context)
     got = tuple(t.cpu() for t in got)
-    if name in ("min", "max"):
-        assert_equal(got, expected, f"scatter_{name} side stream")
-    else:
-        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    assert_equal_or_close(name, got, expected, f"scatter_{name} side stream")
 
 
 @pytest.mark.parametrize("name", SCATTER_OPS)

@@ -10,7 +10,7 @@ WORKBOOK_CUDA_TESTS_DEVICE=cpu is a dry run of the tests' own logic on the CPU (
 import pytest
 import torch
 from cuda_device import DEVICE, MARKS, back_on_current_stream, needs_real_gpu, needs_two_gpus, side_stream
-from test_scatter_cuda import as_tuple, assert_equal, integer_valued
+from scatter_device import as_tuple, assert_equal, assert_equal_or_close, check_empty_inputs, integer_valued, run_both
 
 from workbook.ops import scatter, scatter_stable
 
@@ -30,20 +30,12 @@ def op(name):
     return getattr(wb_scatter_stable, f"scatter_{name}")
 
 
-def run_both(name, src, index, dim=-1, out=None, dim_size=None):
-    """(the stable op on DEVICE, moved to the CPU; the stable op on the CPU), each a tuple."""
-    expected = as_tuple(op(name)(src, index, dim, None if out is None else out.clone(), dim_size))
-    got = as_tuple(op(name)(src.to(DEVICE), index.to(DEVICE), dim, None if out is None else out.to(DEVICE), dim_size))
-    assert all(t.device.type == torch.device(DEVICE).type for t in got)
-    return tuple(t.cpu() for t in got), expected
-
-
 @pytest.mark.parametrize("dtype", scatter.DTYPES, ids=str)
 @pytest.mark.parametrize("name", OPS)
 def test_every_dtype_matches_the_cpu_kernel_and_the_aten_kernel(name, dtype):
     src = integer_valued((4, 50, 3), dtype, seed=1)
     index = torch.randint(0, 20, (4, 50, 3), generator=torch.Generator().manual_seed(2))
-    got, expected = run_both(name, src, index, dim=1, dim_size=23)  # groups 20-22 stay empty
+    got, expected = run_both(op(name), src, index, dim=1, dim_size=23)  # groups 20-22 stay empty
     assert_equal(got, expected, f"scatter_{name} {dtype}")
     aten = as_tuple(getattr(scatter, f"scatter_{name}")(src.to(DEVICE), index.to(DEVICE), 1, None, 23))
     assert_equal(got, tuple(t.cpu() for t in aten), f"scatter_{name} {dtype} vs wb_scatter")
@@ -55,7 +47,7 @@ def test_contended_atomics_match_the_cpu_kernel(name, dtype):
     """Thousands of updates per output element: the compare-and-swap loops (8/16-bit words, float min/max)."""
     src = integer_valued((200_000,), dtype, seed=3, low=-3, high=4)  # small values: 8-bit sums wrap the same way
     index = torch.randint(0, 7, (200_000,), generator=torch.Generator().manual_seed(4))
-    got, expected = run_both(name, src, index, dim=0)
+    got, expected = run_both(op(name), src, index, dim=0)
     assert_equal(got, expected, f"scatter_{name} {dtype} contended")
 
 
@@ -64,7 +56,7 @@ def test_out_and_the_accumulate_overload_match_the_cpu_kernel(name):
     src = integer_valued((30, 4), torch.float32, seed=5)
     index = torch.randint(0, 6, (30, 4), generator=torch.Generator().manual_seed(6))
     for out in (integer_valued((7, 4), torch.float32, seed=7), integer_valued((4, 7), torch.float32, seed=8).t()):
-        got, expected = run_both(name, src, index, dim=0, out=out)
+        got, expected = run_both(op(name), src, index, dim=0, out=out)
         assert_equal(got, expected, f"scatter_{name} out= (contiguous: {out.is_contiguous()})")
     accumulate = getattr(torch.ops.wb_scatter_stable, f"scatter_{name}").accumulate
     expected_out = integer_valued((7, 4), torch.float32, seed=9)
@@ -80,39 +72,31 @@ def test_out_and_the_accumulate_overload_match_the_cpu_kernel(name):
 def test_random_floats_broadcast_index_and_last_dim_match_the_cpu_kernel(name):
     g = torch.Generator().manual_seed(10)
     src, index = torch.randn(3, 2000, 5, generator=g), torch.randint(0, 300, (2000,), generator=g)
-    got, expected = run_both(name, src, index, dim=1)  # a 1-D index along dim 1, broadcast over the rest
-    if name in ("min", "max"):
-        assert_equal(got, expected, f"scatter_{name}")  # exact whatever the order
-    else:
-        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)  # sums: the rounding order differs
+    got, expected = run_both(op(name), src, index, dim=1)  # a 1-D index along dim 1, broadcast over the rest
+    assert_equal_or_close(name, got, expected, f"scatter_{name}")
     got, expected = run_both(
-        name, integer_valued((3, 4, 25), torch.int32, seed=11), torch.randint(0, 5, (3, 4, 25), generator=g)
+        op(name), integer_valued((3, 4, 25), torch.int32, seed=11), torch.randint(0, 5, (3, 4, 25), generator=g)
     )
     assert_equal(got, expected, f"scatter_{name} dim=-1")
 
 
 @pytest.mark.parametrize("name", ["min", "max"])
 def test_ties_go_to_the_first_position_and_nan_follows_the_cpu_rule(name):
-    got, _ = run_both(name, torch.full((2, 30), 3.0), torch.arange(30).remainder(4).expand(2, 30), dim=1, dim_size=5)
+    got, _ = run_both(
+        op(name), torch.full((2, 30), 3.0), torch.arange(30).remainder(4).expand(2, 30), dim=1, dim_size=5
+    )
     assert got[1].tolist() == [[0, 1, 2, 3, 30]] * 2
     nan = float("nan")
     src = torch.tensor([nan, 1.0, 2.0, 5.0, nan, 4.0, nan, nan])
     index = torch.tensor([0, 0, 0, 1, 1, 1, 2, 2])
     for out in (None, torch.tensor([nan, 0.0, 9.0, -9.0])):
-        got, expected = run_both(name, src, index, dim=0, out=out, dim_size=None if out is not None else 4)
+        got, expected = run_both(op(name), src, index, dim=0, out=out, dim_size=None if out is not None else 4)
         assert_equal(got, expected, f"scatter_{name} NaN, out={out}")
 
 
 @pytest.mark.parametrize("name", OPS)
 def test_empty_inputs(name):
-    for src, index, dim, dim_size in [
-        (torch.zeros(0, 2), torch.zeros(0, dtype=torch.long), 0, 3),  # no elements, a broadcast 1-D index
-        (torch.zeros(2, 0, 4), torch.zeros(2, 0, 4, dtype=torch.long), 1, None),  # dim_size from an empty index
-        (torch.zeros(3, 5, 0), torch.zeros(5, dtype=torch.long), 1, 2),  # no columns
-        (torch.ones(2, 3), torch.tensor([[0, 0, 0], [0, 0, 0]]), 1, 0),  # an empty output
-    ]:
-        got, expected = run_both(name, src, index, dim=dim, dim_size=dim_size)
-        assert_equal(got, expected, f"scatter_{name} empty {tuple(src.shape)}")
+    check_empty_inputs(op(name), f"scatter_{name}")
 
 
 @pytest.mark.parametrize("name", OPS)
@@ -144,10 +128,7 @@ def test_kernels_run_on_the_current_stream(name):
         got = as_tuple(op(name)(src, device_index, 0, None, 1000))
     back_on_current_stream(context)
     got = tuple(t.cpu() for t in got)
-    if name in ("min", "max"):
-        assert_equal(got, expected, f"scatter_{name} side stream")
-    else:
-        torch.testing.assert_close(got[0], expected[0], rtol=1e-5, atol=1e-5)
+    assert_equal_or_close(name, got, expected, f"scatter_{name} side stream")
 
 
 BAD_INDEX = {  # index, out, dim_size
@@ -169,7 +150,7 @@ def test_bad_index_gives_the_aten_kernels_message_and_the_device_stays_usable(na
         messages.append(scatter_stable.error_text(error.value).splitlines()[0])
     assert messages[0] == messages[1]
     # the kernel skips a bad value instead of a device-side assert, so the device still computes
-    got, expected = run_both(name, torch.ones(4), torch.tensor([0, 1, 2, 1]), dim=0, dim_size=3)
+    got, expected = run_both(op(name), torch.ones(4), torch.tensor([0, 1, 2, 1]), dim=0, dim_size=3)
     assert_equal(got, expected, f"scatter_{name} after a bad index")
 
 

@@ -6,13 +6,11 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook.ops import warp_perspective as warp_library
 
-# TorchScript warns that it is deprecated on every script/trace/save/load; chapter 06 shows that warning.
-pytestmark = pytest.mark.filterwarnings(
-    r"ignore:`torch\.jit\.\w+` is deprecated"
-)  # any category: 2.14 says FutureWarning
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(scope="module", autouse=True)
