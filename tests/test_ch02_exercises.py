@@ -191,7 +191,7 @@ TORCH_LIBRARY(NAMESPACE, m) {
 @functools.cache
 def wrong_ops():
     """torch.ops namespace of the wrong answers above (built once, on first use)."""
-    return fresh_namespace.ops("wb_ch02_wrong", WRONG_CPP)
+    return fresh_namespace.ops("wb_test_ch02_wrong", WRONG_CPP)
 
 
 def _op(name):

@@ -243,7 +243,7 @@ def test_max_function_check_reports_stubs_and_wants_two_outputs():
 @functools.cache
 def wrong_ops():
     scatter.load()  # the wrong scatter_means call the library's ops
-    return fresh_namespace.ops("wb_wrong_ch03", WRONG_CPP)
+    return fresh_namespace.ops("wb_test_ch03_wrong", WRONG_CPP)
 
 
 def wrong_cpp(check, name):

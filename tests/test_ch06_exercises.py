@@ -49,21 +49,21 @@ def blur_with_cv2(image, ksize, sigma):
 def blur_as_python_custom_op():
     """A torch.library operator whose kernel is Python calling cv2: an operator, but no C++."""
 
-    @torch.library.custom_op("workbook_python_mistakes::gaussian_blur", mutates_args=())
+    @torch.library.custom_op("wb_test_python_mistakes::gaussian_blur", mutates_args=())
     def gaussian_blur(image: torch.Tensor, ksize: int, sigma: float) -> torch.Tensor:
         return blur_with_cv2(image, ksize, sigma)
 
-    return torch.ops.workbook_python_mistakes.gaussian_blur
+    return torch.ops.wb_test_python_mistakes.gaussian_blur
 
 
 @functools.cache
 def blur_as_python_library_op():
     """The same through torch.library.Library's define and impl: cheaper to call for the first time than a
     custom_op (whose first call imports torch's compiler stack)."""
-    library = torch.library.Library("workbook_python_kernels", "DEF")
+    library = torch.library.Library("wb_test_python_kernels", "DEF")
     library.define("gaussian_blur(Tensor image, int ksize, float sigma) -> Tensor")
     library.impl("gaussian_blur", blur_with_cv2, "CPU")
-    return library, torch.ops.workbook_python_kernels.gaussian_blur
+    return library, torch.ops.wb_test_python_kernels.gaussian_blur
 
 
 def blur_reading_the_checks_reference(image, ksize, sigma):
@@ -165,12 +165,12 @@ def blur_then_warp_with_the_shown_kernel(
 def blur_then_warp_with_a_python_operator(
     image: torch.Tensor, warp: torch.Tensor, height: int, width: int, ksize: int, sigma: float
 ) -> torch.Tensor:
-    blurred = torch.ops.workbook_python_kernels.gaussian_blur(image, ksize, sigma)
+    blurred = torch.ops.wb_test_python_kernels.gaussian_blur(image, ksize, sigma)
     return torch.ops.workbook_cv.warp_perspective(blurred, warp, height, width)
 
 
 def scripted_with_a_python_operator():
-    blur_as_python_library_op()  # registers workbook_python_kernels::gaussian_blur before scripting
+    blur_as_python_library_op()  # registers wb_test_python_kernels::gaussian_blur before scripting
     return ch06.check_blur_then_warp(torch.jit.script(blur_then_warp_with_a_python_operator))
 
 
@@ -206,14 +206,14 @@ def test_blur_then_warp_check_passes_on_keyword_arguments():
 
 def test_a_corrected_gaussian_blur_loads_after_the_stub_without_a_restart():
     sources = [notebook_string("06_torchscript_custom_ops", "ch06-gaussian-blur", stub=stub) for stub in (True, False)]
-    stub_ops, solved_ops = (fresh_namespace.ops("workbook_blur", source, opencv=True) for source in sources)
+    stub_ops, solved_ops = (fresh_namespace.ops("wb_ch06_blur", source, opencv=True) for source in sources)
     assert ch06.check_gaussian_blur(stub_ops.gaussian_blur).status == checking.NOT_ATTEMPTED
     assert ch06.check_gaussian_blur(solved_ops.gaussian_blur).passed
 
 
 def test_a_source_without_the_namespace_word_is_refused():
     with pytest.raises(ValueError, match="under the word NAMESPACE"):
-        fresh_namespace.load("workbook_blur", "TORCH_LIBRARY(fixed, m) {}")
+        fresh_namespace.load("wb_test_fixed", "TORCH_LIBRARY(fixed, m) {}")
 
 
 # ---- 6.3 Thumbnail ----------------------------------------------------------------------------------------

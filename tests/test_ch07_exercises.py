@@ -31,7 +31,7 @@ def libraries():
 
 
 def test_recent_strings_check_passes_on_the_solution():
-    assert ch07.check_recent_strings(torch.classes.workbook_ch07.RecentStrings).passed
+    assert ch07.check_recent_strings(torch.classes.wb_test_ch07.RecentStrings).passed
 
 
 # ---- 7.2 reverse ------------------------------------------------------------------------------------------
@@ -122,7 +122,7 @@ def test_a_corrected_recent_strings_loads_after_the_stub_without_a_restart():
     sources = [
         notebook_string("07_torchscript_custom_classes", "ch07-recent-strings", stub=stub) for stub in (True, False)
     ]
-    stub_classes, solved_classes = (fresh_namespace.classes("workbook_recent", source) for source in sources)
+    stub_classes, solved_classes = (fresh_namespace.classes("wb_ch07_recent", source) for source in sources)
     assert ch07.check_recent_strings(stub_classes.RecentStrings).status == checking.NOT_ATTEMPTED
     assert ch07.check_recent_strings(solved_classes.RecentStrings).passed
 

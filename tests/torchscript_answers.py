@@ -206,7 +206,7 @@ TORCH_LIBRARY_FRAGMENT(workbook_cv, m) {
 TORCH_LIBRARY_IMPL(workbook_cv, CPU, m) {
   m.impl("gaussian_blur", &blur<kRight>);
 }
-TORCH_LIBRARY(workbook_ch07, m) {
+TORCH_LIBRARY(wb_test_ch07, m) {
   register_recent_strings<kKeeps>(m, "RecentStrings");
 }
 TORCH_LIBRARY(NAMESPACE, m) {
