@@ -11,9 +11,13 @@ import math
 
 import pytest
 import torch
+from torchscript_warning import IGNORE_JIT_DEPRECATION
 
 from workbook.bench import __main__ as bench
 from workbook.bench import lltm_cases, overhead_cases, scatter_cases, warp_cases
+
+# The warp section scripts a module (TorchScript), which warns that TorchScript is deprecated.
+pytestmark = IGNORE_JIT_DEPRECATION
 
 
 @pytest.fixture(scope="module")
