@@ -54,6 +54,7 @@ logging.getLogger("torch.utils.cpp_extension").addFilter(
 
 BUILD_CUDA_SWITCH = "WORKBOOK_BUILD_CUDA"
 
+
 class BuildError(RuntimeError):
     """An extension failed to compile or link; the message starts with the first real error."""
 

@@ -21,7 +21,8 @@ from pathlib import Path
 from workbook import REPO_ROOT, relative_to_repo
 
 _FIRST_ERROR = re.compile(
-    r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|cannot find -l|No such file or directory)", re.IGNORECASE
+    r"(\berror\b\s*:|\): error|undefined reference to|undefined symbol|cannot find -l|No such file or directory)",
+    re.IGNORECASE,
 )
 _GCC_EXCERPT_LINE = re.compile(r"^\s*(\d+\s*)?\|")  # gcc's source excerpt and caret lines
 _NVCC_ERROR = re.compile(r"\(\d+\): (catastrophic )?error\b")  # nvcc: `kernel.cu(12): error: ...`
@@ -30,8 +31,6 @@ _RELATIVE_SOURCE = re.compile(
     r"(?<![\w/.+-])(?:\.\.?/)*[\w.+-]+(?:/[\w.+-]+)*\.(?:c|cc|cpp|cxx|cu|cuh|h|hh|hpp|inl)(?=[:(])"
 )
 _DIAGNOSTIC = re.compile(r"(\(\d+\): \w|:\d+(:\d+)?: \w|^\S.*\berror\b)")  # the start of the next message
-
-
 
 
 def first_compiler_error(output: str) -> str:

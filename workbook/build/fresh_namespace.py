@@ -25,7 +25,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 
-from workbook.build import SOURCES_DIR, load as build_load, write_if_changed
+from workbook.build import SOURCES_DIR, write_if_changed
+from workbook.build import load as build_load
 from workbook.build import opencv as opencv_paths
 
 _loaded: set[str] = set()
