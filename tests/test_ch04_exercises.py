@@ -288,6 +288,18 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "4.3",
         "concept skipped",
+        "the library built from the two files it had before the split, not csrc/scatter's CMakeLists.txt",
+        _cmake(
+            "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
+            "",
+            append="add_library(wb_scatter SHARED ../scatter/scatter.cpp ../scatter/cpu/scatter_cpu.cpp)\n"
+            "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n",
+        ),
+        ("not built from all of csrc/scatter's sources", "checks.cpp", "add_subdirectory(../scatter"),
+    ),
+    WrongAnswer(
+        "4.3",
+        "concept skipped",
         "no find_package: libtorch only through the subproject",
         _cmake("find_package(Torch REQUIRED)", ""),
         ("find_package(Torch REQUIRED)",),

@@ -1,11 +1,12 @@
 // csrc/scatter/autograd_sum_mean.cpp — the torch::autograd::Functions of scatter_sum and scatter_mean,
 // and their Autograd kernels (registered in autograd.cpp).
-// The Functions and what they call have internal linkage (the unnamed namespace): the function-local
+// The Functions and their op handles have internal linkage (the unnamed namespace): the function-local
 // statics of a class template would otherwise be one process-wide object shared with any other library
 // built from these sources (the CUDA emulation of chapter 05 is one), and the first to run would decide
 // the op every copy calls.
 #include <ATen/core/LegacyTypeDispatch.h>  // at::AutoDispatchBelowADInplaceOrView
 #include <ATen/core/Tensor.h>
+#include <ATen/core/grad_mode.h>
 #include <ATen/ops/ones_like.h>
 #include <ATen/ops/zeros_like.h>
 #include <torch/csrc/autograd/custom_function.h>

@@ -1,7 +1,8 @@
 // csrc/scatter/checks.cpp — what runs before any kernel of the wb_scatter ops touches a value:
 //   check_and_broadcast  the checks of what users pass (dim, index's dtype and shape, devices) and
 //                        torch_scatter's broadcast of index against src, for the op-level kernels of
-//                        every backend (register_backend in scatter.h) and for the autograd kernels;
+//                        every backend (register_backend in scatter.h); the autograd kernels use its
+//                        parts (check_defined, wrap_dim, broadcast_index);
 //   prepare_scatter      which every backend's ReduceKernel calls first: re-checks dtypes, devices,
 //                        shapes, dim, dim_size and out, refuses a result too large for this machine,
 //                        and allocates the outputs with device-generic ATen calls.
@@ -171,7 +172,7 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
   return result;
 }
 
-// Sizes are read as SymInts here: under torch.compile the autograd kernels (autograd.cpp) run on fake
+// Sizes are read as SymInts here: under torch.compile the autograd kernels (autograd_*.cpp) run on fake
 // tensors whose sizes may be symbols, and plain sizes() would refuse them.
 int64_t wrap_dim(const Tensor& src, int64_t dim) {
   TORCH_CHECK(src.dim() >= 1, "src must have at least one dimension, got a 0-dimensional tensor");

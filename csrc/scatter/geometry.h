@@ -1,7 +1,7 @@
 // csrc/scatter/geometry.h — how every backend's loops see the tensors: src and index as
 // [outer, n, inner] around `dim`, the output as [outer, m, inner] with m = dim_size. Index strides
-// may be 0 (a broadcast view). No ATen header, so that the CPU loops (cpu/scatter_cpu_loops.h) need
-// none; scatter.h makes a Geometry from tensors (geometry_around, index_in_geometry).
+// may be 0 (a broadcast view). No ATen tensor header, so that the CPU loops (cpu/scatter_cpu_loops.h)
+// need none; scatter.h makes a Geometry from tensors (geometry_around, index_in_geometry).
 #pragma once
 
 #include <c10/macros/Macros.h>

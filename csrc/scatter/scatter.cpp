@@ -15,7 +15,7 @@
 //   wb_scatter::scatter_max.accumulate (Tensor src, Tensor index, int dim, Tensor(a!) out) -> Tensor
 //
 //   dim_size is a SymInt: while torch.compile or torch.export traces a model, it may be a symbol
-//   (see OptionalSymInt in autograd.cpp), so the autograd kernels take std::optional<c10::SymInt>.
+//   (see OptionalSymInt in autograd.h), so the autograd kernels take std::optional<c10::SymInt>.
 //
 //   torch_scatter's semantics: `index` is broadcast against `src` (a 1-D index lines up with `dim`,
 //   a longer one with the leading dimensions; missing trailing dimensions are added), the result
@@ -34,7 +34,8 @@
 //   CUDA       cuda/scatter_cuda.cu.
 //              Both backends register through register_backend (scatter.h): the argument checks of
 //              checks.cpp, then the backend's ReduceKernel (its contract: scatter.h).
-//   Autograd   autograd.cpp: one C++ torch::autograd::Function per op. Its forward re-dispatches to
+//   Autograd   autograd_sum_mean.cpp, autograd_min_max.cpp: one C++ torch::autograd::Function per op,
+//              registered in autograd.cpp. Its forward re-dispatches to
 //              the op below autograd (the backend kernel of the tensors' device), its backward
 //              computes the gradients with ATen ops.
 //   fake       Python (wb_scatter/ops.py): shapes only, for torch.compile and torch.export. A C++

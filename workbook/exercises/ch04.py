@@ -402,6 +402,7 @@ def _check_generated_build(build_dir) -> None:
             torch_linked |= part.endswith(("libtorch.so", "libtorch_cpu.so"))
     if not torch_linked:
         raise Mistake("scatter_app's link line has no libtorch: link ${TORCH_LIBRARIES}")
+    _check_library_sources(text)
     if not states:
         raise Mistake("scatter_app's link line has no libwb_scatter.so: link the target wb_scatter")
     if all(states):
@@ -410,4 +411,22 @@ def _check_generated_build(build_dir) -> None:
             "by default): the program names no function of wb_scatter (it finds the ops by name in the "
             "dispatcher), so the linker drops the library and the ops are never registered. Put "
             "-Wl,--no-as-needed right before wb_scatter (and -Wl,--as-needed after it)"
+        )
+
+
+def _check_library_sources(ninja_text: str) -> None:
+    """When the project builds the library target wb_scatter itself, it must compile every source that
+    csrc/scatter/CMakeLists.txt compiles: a library made of a few of them fails to link into the program."""
+    from workbook.ops import scatter
+
+    built = set(re.findall(r"^build \S*wb_scatter\.dir/(\S+?)\.o:", ninja_text, re.MULTILINE))
+    if not built:
+        return  # no wb_scatter target of its own (an imported library, say): the link line tells
+    wanted = [str(Path(source).relative_to("csrc/scatter")) for source in scatter.CPP_SOURCES]
+    missing = [source for source in wanted if not any(path.endswith(source) for path in built)]
+    if missing:
+        raise Mistake(
+            f"the library target wb_scatter is not built from all of csrc/scatter's sources (missing: "
+            f"{', '.join(missing)}), so the program would not link; build it with csrc/scatter's own "
+            "CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
         )
