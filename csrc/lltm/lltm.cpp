@@ -12,6 +12,7 @@
 // lltm_python.cpp, its pybind11 bindings.
 #include <ATen/core/LegacyTypeDispatch.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/library.h>
 
@@ -46,16 +47,34 @@ c10::TypedOperatorHandle<Signature> find_op(const char* name) {
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, "").typed<Signature>();
 }
 
+// Whether autograd has anything to record of a call with these arguments: grad mode on and one of
+// them requiring grad, or a forward-mode tangent on one (which the Function refuses, clearly).
+// Otherwise the kernels below call the op below autograd at once, as autograd does for torch's own
+// ops: no graph node, nothing saved. That is every forward under torch.no_grad(), and every
+// lltm_backward that a backward pass runs (grad mode is off there unless create_graph=True).
+bool needs_autograd(std::initializer_list<const at::Tensor*> arguments) {
+  const bool grad_mode = c10::GradMode::is_enabled();
+  for (const at::Tensor* tensor : arguments)
+    if ((grad_mode && tensor->requires_grad()) || tensor->_fw_grad(/*level=*/0).defined()) return true;
+  return false;
+}
+
 // The backward of lltm_forward is lltm_backward; lltm_backward itself has none (first derivatives only).
 class LLTMForward : public torch::autograd::Function<LLTMForward> {
  public:
+  // lltm_forward, called below autograd: the guard takes Autograd (and ADInplaceOrView) out of this
+  // thread's dispatch for the call, so that it reaches the kernel of the tensors' device, or the fake
+  // kernel while torch.compile traces, not this one again.
+  static ForwardOutputs below_autograd(const at::Tensor& input, const at::Tensor& weights, const at::Tensor& bias,
+                                       const at::Tensor& old_h, const at::Tensor& old_cell) {
+    static const auto op = find_op<ForwardSignature>("wb_lltm::lltm_forward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(input, weights, bias, old_h, old_cell);
+  }
+
   static variable_list forward(AutogradContext* ctx, const at::Tensor& input, const at::Tensor& weights,
                                const at::Tensor& bias, const at::Tensor& old_h, const at::Tensor& old_cell) {
-    static const auto op = find_op<ForwardSignature>("wb_lltm::lltm_forward");
-    // Takes Autograd (and ADInplaceOrView) out of this thread's dispatch for the call, so that it reaches
-    // the kernel of the tensors' device, or the fake kernel while torch.compile traces, not this one again.
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [new_h, new_cell, gates, X] = op.call(input, weights, bias, old_h, old_cell);
+    auto [new_h, new_cell, gates, X] = below_autograd(input, weights, bias, old_h, old_cell);
     ctx->save_for_backward({new_cell, gates, X, weights});
     // gates and X are returned for the backward only, and backward() ignores any gradient sent to them.
     // Marked, they come out with requires_grad=False: autograd treats them as constants. Left unmarked,
@@ -83,12 +102,19 @@ class LLTMForward : public torch::autograd::Function<LLTMForward> {
 
 class LLTMBackward : public torch::autograd::Function<LLTMBackward> {
  public:
+  static BackwardOutputs below_autograd(const at::Tensor& grad_h, const at::Tensor& grad_cell,
+                                        const at::Tensor& new_cell, const at::Tensor& gates, const at::Tensor& X,
+                                        const at::Tensor& weights) {
+    static const auto op = find_op<BackwardSignature>("wb_lltm::lltm_backward");
+    const at::AutoDispatchBelowADInplaceOrView below_autograd;
+    return op.call(grad_h, grad_cell, new_cell, gates, X, weights);
+  }
+
   static variable_list forward(AutogradContext*, const at::Tensor& grad_h, const at::Tensor& grad_cell,
                                const at::Tensor& new_cell, const at::Tensor& gates, const at::Tensor& X,
                                const at::Tensor& weights) {
-    static const auto op = find_op<BackwardSignature>("wb_lltm::lltm_backward");
-    const at::AutoDispatchBelowADInplaceOrView below_autograd;
-    auto [d_old_h, d_input, d_weights, d_bias, d_old_cell] = op.call(grad_h, grad_cell, new_cell, gates, X, weights);
+    auto [d_old_h, d_input, d_weights, d_bias, d_old_cell] =
+        below_autograd(grad_h, grad_cell, new_cell, gates, X, weights);
     return {d_old_h, d_input, d_weights, d_bias, d_old_cell};
   }
 
@@ -104,6 +130,8 @@ ForwardOutputs lltm_forward_autograd(const at::Tensor& input, const at::Tensor& 
   check_defined(
       "lltm_forward",
       {{&input, "input"}, {&weights, "weights"}, {&bias, "bias"}, {&old_h, "old_h"}, {&old_cell, "old_cell"}});
+  if (!needs_autograd({&input, &weights, &bias, &old_h, &old_cell}))
+    return LLTMForward::below_autograd(input, weights, bias, old_h, old_cell);
   const variable_list outputs = LLTMForward::apply(input, weights, bias, old_h, old_cell);
   return {outputs[0], outputs[1], outputs[2], outputs[3]};
 }
@@ -117,6 +145,8 @@ BackwardOutputs lltm_backward_autograd(const at::Tensor& grad_h, const at::Tenso
                                   {&gates, "gates"},
                                   {&X, "X"},
                                   {&weights, "weights"}});
+  if (!needs_autograd({&grad_h, &grad_cell, &new_cell, &gates, &X, &weights}))
+    return LLTMBackward::below_autograd(grad_h, grad_cell, new_cell, gates, X, weights);
   const variable_list outputs = LLTMBackward::apply(grad_h, grad_cell, new_cell, gates, X, weights);
   return {outputs[0], outputs[1], outputs[2], outputs[3], outputs[4]};
 }

@@ -14,6 +14,7 @@
 
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/core/GradMode.h>
 #include <c10/core/SymInt.h>
 
 #include <optional>
@@ -34,13 +35,23 @@ c10::TypedOperatorHandle<Signature> find_op(const char* name, const char* overlo
   return c10::Dispatcher::singleton().findSchemaOrThrow(name, overload).typed<Signature>();
 }
 
+// Whether autograd has anything to record of a call with this src (index, int64, never has): grad mode
+// on and src requiring grad, or a forward-mode tangent on src (which the Function refuses, clearly).
+// Otherwise the functional overloads call the op below autograd at once, as autograd does for torch's
+// own ops, and skip the Function's bookkeeping (a graph node, its saved values), about a microsecond
+// a call. The accumulate overloads always apply their Function: it also bumps out's version counter.
+inline bool needs_autograd(const at::Tensor& src) {
+  return (c10::GradMode::is_enabled() && src.requires_grad()) || src._fw_grad(/*level=*/0).defined();
+}
+
 // What autograd cannot record of a write into out: a write into a leaf that requires grad (its
 // gradient would be lost), or into a view of another tensor (the Function would have to rewrite the
 // base's history too, which torch supports only for a Function returning one tensor, and not at
 // all in some cases: backward then fails inside torch). Refused up front, naming out.
 void check_out_for_autograd(const at::Tensor& src, const at::Tensor& out);
 
-// The Autograd kernels: each overload applies its op's Function.
+// The Autograd kernels: each overload applies its op's Function (the functional ones only when
+// needs_autograd(src)).
 at::Tensor scatter_sum(const at::Tensor& src, const at::Tensor& index, int64_t dim, OptionalSymInt dim_size);
 void scatter_sum_accumulate(const at::Tensor& src, const at::Tensor& index, int64_t dim, const at::Tensor& out);
 at::Tensor scatter_mean(const at::Tensor& src, const at::Tensor& index, int64_t dim, OptionalSymInt dim_size);

@@ -51,10 +51,14 @@ struct ArgReduceOp {
 template <typename Self>
 class ScatterArgReduce : public torch::autograd::Function<Self> {
  public:
+  static const ArgReduceOp& op() {
+    static const ArgReduceOp op(Self::name);
+    return op;
+  }
+
   static variable_list forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
                                const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
-    static const ArgReduceOp op(Self::name);
-    auto [result, arg] = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
+    auto [result, arg] = op().below_autograd(src, index, dim, out, dim_size, grad_mode);
     dim = wrap_dim(src, dim);
     ctx->saved_data["dim"] = dim;
     ctx->saved_data["n"] = src.sym_size(dim);
@@ -95,7 +99,9 @@ class ScatterMax : public ScatterArgReduce<ScatterMax> {
 template <typename F>
 std::tuple<Tensor, Tensor> arg_reduce(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
   check_defined(src, index, std::nullopt);
-  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
+  const bool grad_mode = torch::autograd::GradMode::is_enabled();
+  if (!needs_autograd(src)) return F::op().below_autograd(src, index, dim, std::nullopt, dim_size, grad_mode);
+  variable_list result = F::apply(src, index, dim, std::nullopt, dim_size, grad_mode);
   return {result[0], result[1]};
 }
 

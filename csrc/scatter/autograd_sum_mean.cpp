@@ -56,10 +56,14 @@ struct SumLikeOp {
 template <typename Self>
 class ScatterSumLike : public torch::autograd::Function<Self> {
  public:
+  static const SumLikeOp& op() {
+    static const SumLikeOp op(Self::name);
+    return op;
+  }
+
   static Variable forward(AutogradContext* ctx, const Variable& src, const Variable& index, int64_t dim,
                           const std::optional<Variable>& out, OptionalSymInt dim_size, bool grad_mode) {
-    static const SumLikeOp op(Self::name);
-    Tensor result = op.below_autograd(src, index, dim, out, dim_size, grad_mode);
+    Tensor result = op().below_autograd(src, index, dim, out, dim_size, grad_mode);
     ctx->saved_data["dim"] = wrap_dim(src, dim);
     ctx->saved_data["src_shape"] = src.sym_sizes();
     ctx->saved_data["has_out"] = out.has_value();
@@ -105,12 +109,19 @@ class ScatterMean : public ScatterSumLike<ScatterMean> {
   }
 };
 
+template <typename F>
+Tensor sum_like(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
+  check_defined(src, index, std::nullopt);
+  const bool grad_mode = torch::autograd::GradMode::is_enabled();
+  if (!needs_autograd(src)) return F::op().below_autograd(src, index, dim, std::nullopt, dim_size, grad_mode);
+  return F::apply(src, index, dim, std::nullopt, dim_size, grad_mode);
+}
+
 }  // namespace
 
 // The Autograd kernels (autograd.h).
 Tensor scatter_sum(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
-  check_defined(src, index, std::nullopt);
-  return ScatterSum::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
+  return sum_like<ScatterSum>(src, index, dim, dim_size);
 }
 void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);
@@ -118,8 +129,7 @@ void scatter_sum_accumulate(const Tensor& src, const Tensor& index, int64_t dim,
   ScatterSum::apply(src, index, dim, out, std::nullopt, torch::autograd::GradMode::is_enabled());
 }
 Tensor scatter_mean(const Tensor& src, const Tensor& index, int64_t dim, OptionalSymInt dim_size) {
-  check_defined(src, index, std::nullopt);
-  return ScatterMean::apply(src, index, dim, std::nullopt, dim_size, torch::autograd::GradMode::is_enabled());
+  return sum_like<ScatterMean>(src, index, dim, dim_size);
 }
 void scatter_mean_accumulate(const Tensor& src, const Tensor& index, int64_t dim, const Tensor& out) {
   check_defined(src, index, out);

@@ -53,21 +53,28 @@ static uint64_t physical_memory_bytes() {
 }
 
 // Checks, before allocating it, that a result of `sizes` (plus an int64 tensor of the same shape when
-// `with_int64`: min/max's argindex, mean's count) fits in memory. `reason` says where the size along `dim` came from,
-// naming the argument.
+// `with_int64`: min/max's argindex, mean's count) fits in memory. `from_index`: the size along `dim`
+// is index.max() + 1 (else the dim_size argument); the message says which. The machine's memory is
+// read once (a system call) and the message built only on failure: this runs on every call.
 static void check_result_fits(const std::vector<int64_t>& sizes, int64_t dim, int64_t itemsize, bool with_int64,
-                              const std::string& reason) {
+                              bool from_index) {
+  static const uint64_t memory = physical_memory_bytes();
   uint64_t numel = 1;
   bool overflow = false;
   for (int64_t size : sizes) overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(size), &numel);
   uint64_t bytes = 0;
   overflow |= c10::mul_overflows(numel, static_cast<uint64_t>(itemsize + (with_int64 ? 8 : 0)), &bytes);
-  const uint64_t memory = physical_memory_bytes();
-  TORCH_CHECK(!overflow && bytes <= memory, reason, ": the result would have shape ", at::IntArrayRef(sizes), " (size ",
-              sizes[dim], " at dim ", dim, "), ",
-              overflow ? std::string("more bytes than a 64-bit count can hold")
-                       : std::to_string(bytes) + " bytes, more than this machine's memory (" + std::to_string(memory) +
-                             " bytes)");
+  if (!overflow && bytes <= memory) return;
+  const int64_t size = sizes[dim];
+  const std::string reason = from_index ? "index.max() is " + std::to_string(size - 1) +
+                                              ", so dim_size = index.max() + 1 is " + std::to_string(size) +
+                                              " (pass dim_size, or check index)"
+                                        : "dim_size is " + std::to_string(size);
+  TORCH_CHECK(
+      false, reason, ": the result would have shape ", at::IntArrayRef(sizes), " (size ", size, " at dim ", dim, "), ",
+      overflow
+          ? std::string("more bytes than a 64-bit count can hold")
+          : std::to_string(bytes) + " bytes, more than this machine's memory (" + std::to_string(memory) + " bytes)");
 }
 
 // Whether two tensors share any memory: the same storage, and byte ranges that intersect.
@@ -151,15 +158,8 @@ ScatterOutputs prepare_scatter(const Tensor& src, const Tensor& index, int64_t d
 
   std::vector<int64_t> sizes = src.sizes().vec();
   sizes[dim] = size;
-  if (!out.has_value()) {
-    const bool with_int64 = reduce != Reduce::Sum;
-    if (dim_size.has_value())
-      check_result_fits(sizes, dim, src.element_size(), with_int64, "dim_size is " + std::to_string(size));
-    else
-      check_result_fits(sizes, dim, src.element_size(), with_int64,
-                        "index.max() is " + std::to_string(size - 1) + ", so dim_size = index.max() + 1 is " +
-                            std::to_string(size) + " (pass dim_size, or check index)");
-  }
+  if (!out.has_value())
+    check_result_fits(sizes, dim, src.element_size(), /*with_int64=*/reduce != Reduce::Sum, !dim_size.has_value());
   ScatterOutputs result;
   result.dim_size = size;
   result.fresh = !out.has_value();
@@ -182,6 +182,7 @@ int64_t wrap_dim(const Tensor& src, int64_t dim) {
 }
 
 Tensor broadcast_index(const Tensor& index, c10::SymIntArrayRef shape, int64_t dim) {
+  if (index.sym_sizes() == shape) return index;  // already src's shape: no view to make
   const int64_t ndim = static_cast<int64_t>(shape.size());
   TORCH_CHECK(index.dim() <= ndim, "index has ", index.dim(), " dimensions but src has only ", ndim,
               "; index must broadcast against src");

@@ -137,7 +137,31 @@ inline Geometry geometry_around(const at::Tensor& src, int64_t dim, int64_t dim_
 
 // index as an [outer, n, inner] tensor (a view when its strides allow it, e.g. a broadcast 1-D
 // index; a copy otherwise), with its strides recorded in g.
-inline at::Tensor index_in_geometry(const at::Tensor& index, Geometry& g) {
+// The stride of dimensions [begin, end) of `t` merged into one, as a view would merge them, or -1
+// where no view could (the dimensions are not laid out one inside the next). Dimensions of size 1
+// do not count; a broadcast (stride 0) over all of them merges into stride 0.
+inline int64_t merged_stride(const at::Tensor& t, int64_t begin, int64_t end) {
+  int64_t stride = 0, next = -1;  // next: the stride the next outer dimension must have
+  for (int64_t d = end - 1; d >= begin; --d) {
+    if (t.size(d) == 1) continue;
+    if (next >= 0 && t.stride(d) != next) return -1;
+    if (next < 0) stride = t.stride(d);
+    next = t.stride(d) * t.size(d);
+  }
+  return stride;
+}
+
+// index (src's shape) as [outer, n, inner]: sets g's index strides and returns the tensor whose data
+// they describe. Usually that is index itself (contiguous, or a broadcast view): no new tensor, which
+// would cost more than the reduction of a small input. Otherwise a reshaped copy.
+inline at::Tensor index_in_geometry(const at::Tensor& index, int64_t dim, Geometry& g) {
+  const int64_t outer_stride = merged_stride(index, 0, dim), inner_stride = merged_stride(index, dim + 1, index.dim());
+  if (outer_stride >= 0 && inner_stride >= 0) {
+    g.is0 = outer_stride;
+    g.is1 = index.stride(dim);
+    g.is2 = inner_stride;
+    return index;
+  }
   at::Tensor index3 = index.reshape({g.outer, g.n, g.inner});
   g.is0 = index3.stride(0);
   g.is1 = index3.stride(1);

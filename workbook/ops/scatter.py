@@ -7,7 +7,8 @@ and as a CMake project.
     expected, expected_arg = scatter.reference_max(src, index, dim=0, dim_size=5)
 
 The functions are the installed package's own (csrc/scatter/wb_scatter/ops.py, loaded here by its
-path), each wrapped to build and load the library first: torch_scatter's signature
+path), each wrapped to build and load the library first (once it is loaded, the names are the
+functions themselves): torch_scatter's signature
 `(src, index, dim=-1, out=None, dim_size=None)`, calling the compiled `torch.ops.wb_scatter.*` ops (the
 functional overload, or `accumulate` when `out` is given). Their autograd is C++
 (`torch::autograd::Function` classes in csrc/scatter/autograd_*.cpp), their fake kernels Python (ops.py).
@@ -99,6 +100,9 @@ def load():
         _build()
         _python_half.register_python_kernels()
         _loaded = True
+        # From now on this module's scatter_* names are ops.py's functions themselves, without the
+        # wrapper below: a call of a small input costs a few microseconds, and the wrapper was one of them.
+        globals().update({name: getattr(_python_half, name) for name in _WRAPPED})
     return torch.ops.wb_scatter
 
 
@@ -140,6 +144,7 @@ def _loading_first(function):
     return loaded
 
 
+_WRAPPED = ("scatter_sum", "scatter_mean", "scatter_min", "scatter_max", "scatter")
 scatter_sum = _loading_first(_python_half.scatter_sum)
 scatter_mean = _loading_first(_python_half.scatter_mean)
 scatter_min = _loading_first(_python_half.scatter_min)

@@ -62,7 +62,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cpu(const Tensor& src, const Tensor& i
     return {outs.out, outs.argindex};
   }
   Tensor src_c = src.contiguous();
-  Tensor index3 = index_in_geometry(index, g);
+  Tensor index3 = index_in_geometry(index, dim, g);
 
   AT_DISPATCH_ALL_TYPES_AND2(at::kHalf, at::kBFloat16, src.scalar_type(), "scatter_reduce_cpu", [&] {
     switch (r) {

@@ -311,6 +311,11 @@ void reduce_by_slices(const scalar_t* src, const int64_t* index, const Geometry&
   }
 }
 
+// The private copies of the output that splitting a row takes must be this many times smaller than
+// the row's elements: filling, merging and (for large ones) page-faulting fresh buffers costs as much
+// per group as reducing costs per element.
+constexpr int64_t kBufferShare = 4;
+
 template <typename scalar_t, typename acc_t, Reduce R>
 void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
                    bool fresh) {
@@ -318,9 +323,13 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
   // Few elements: one thread. As many rows as threads (a batch reduced along its last dim), or an
   // output so large that private copies of it would cost more than the reduction: split the
   // columns. Otherwise (few rows: a 1-D src, or [edges, features] along dim 0) split each row.
+  // Rows wide enough that each thread gets whole cache lines of them ([edges, 64 features]) also
+  // split the columns: the threads then write different lines of each output row, and no thread
+  // pays for a private copy of the output and the merge.
   const bool small = g.n * g.outer * g.inner < kGrain;
-  const bool buffers_cheap = (threads - 1) * g.m * g.inner <= g.n * g.inner;
-  if (small || threads == 1 || g.outer >= threads || !buffers_cheap)
+  const bool wide = g.inner * static_cast<int64_t>(sizeof(acc_t)) >= threads * 64;
+  const bool buffers_cheap = (threads - 1) * g.m * kBufferShare <= g.n;
+  if (small || threads == 1 || g.outer >= threads || wide || !buffers_cheap)
     reduce_by_columns<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*one_task=*/small);
   else
     reduce_by_slices<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*slices=*/threads);

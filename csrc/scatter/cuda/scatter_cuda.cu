@@ -216,7 +216,7 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
     return {outs.out, outs.argindex};
   }
   const Tensor src_c = src.contiguous();
-  const Tensor index3 = index_in_geometry(index, g);
+  const Tensor index3 = index_in_geometry(index, dim, g);
 
   // Out-of-range index values are possible only when the caller chose the output size.
   const bool check_index = out.has_value() || dim_size.has_value();
