@@ -222,8 +222,18 @@ template <typename scalar_t, typename acc_t, Reduce R>
   }
   if (g.is2 == 0) {
     // One index value per src row (a 1-D src, or an index broadcast over the trailing dims): read
-    // and check it once, then fold the whole row of columns, a contiguous loop.
+    // and check it once, then fold the whole row of columns, a contiguous loop. An output larger
+    // than the caches: ask for the output row of a later src row early, as reduce_elements does.
+    const bool large = g.m * g.inner * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+    constexpr int64_t kRowsAhead = 4, kLine = 64 / static_cast<int64_t>(sizeof(acc_t));
     for (int64_t j = j0; j < j1; ++j) {
+#if defined(__GNUC__)
+      if (large && j + kRowsAhead < j1) {
+        const int64_t ahead = ix[(j + kRowsAhead) * g.is1];
+        if (ahead >= 0 && ahead < g.m)
+          for (int64_t i = i0; i < i1; i += kLine) __builtin_prefetch(val + ahead * g.inner + i, 1);
+      }
+#endif
       int64_t k = ix[j * g.is1];
       if (k < 0 || k >= g.m) bad_index(k, j, g.m);
       fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0, i1,
@@ -323,13 +333,9 @@ void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g,
   // Few elements: one thread. As many rows as threads (a batch reduced along its last dim), or an
   // output so large that private copies of it would cost more than the reduction: split the
   // columns. Otherwise (few rows: a 1-D src, or [edges, features] along dim 0) split each row.
-  // Rows wide enough that each thread gets whole cache lines of them ([edges, 64 features]) also
-  // split the columns: the threads then write different lines of each output row, and no thread
-  // pays for a private copy of the output and the merge.
   const bool small = g.n * g.outer * g.inner < kGrain;
-  const bool wide = g.inner * static_cast<int64_t>(sizeof(acc_t)) >= threads * 64;
   const bool buffers_cheap = (threads - 1) * g.m * kBufferShare <= g.n;
-  if (small || threads == 1 || g.outer >= threads || wide || !buffers_cheap)
+  if (small || threads == 1 || g.outer >= threads || !buffers_cheap)
     reduce_by_columns<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*one_task=*/small);
   else
     reduce_by_slices<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*slices=*/threads);
