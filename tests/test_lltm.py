@@ -9,6 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from workbook import REPO_ROOT, build
+from workbook.build import fresh_namespace
 from workbook.course.checking import FAILED, NOT_ATTEMPTED, PASSED
 from workbook.exercises import ch02
 from workbook.ops import lltm
@@ -270,13 +271,15 @@ def _solution_extension():
         if match:
             exec(cell.source, {}, sources)
     assert set(sources) == {"gated_forward_source", "gated_backward_source", "gated_validation_source"}
+    gated_sources = [
+        sources["gated_forward_source"],
+        sources["gated_backward_source"],
+        sources["gated_validation_source"],
+    ]
+    # The name the solutions notebook gives the same sources: the test reuses that build.
     return build.load_inline(
-        "wb_ch02_gated",
-        cpp_sources=[
-            sources["gated_forward_source"],
-            sources["gated_backward_source"],
-            sources["gated_validation_source"],
-        ],
+        fresh_namespace.for_source("wb_ch02_gated", "".join(gated_sources)),
+        cpp_sources=gated_sources,
         functions=["gated_tanh_forward", "gated_tanh_backward", "check_gated_inputs"],
     )
 
