@@ -247,7 +247,9 @@ std::tuple<Tensor, Tensor> scatter_reduce_cuda(const Tensor& src, const Tensor& 
       const int64_t i = position % g.inner;
       const int64_t j = (position / g.inner) % g.n;
       const int64_t o = position / (g.inner * g.n);
-      const int64_t value = index3.select(0, o).select(0, j).select(0, i).item<int64_t>();
+      // index3 may be index itself rather than a 3-D view (index_in_geometry): read the value at its offset.
+      const int64_t offset = index3.storage_offset() + o * g.is0 + j * g.is1 + i * g.is2;
+      const int64_t value = index3.as_strided({1}, {1}, offset).item<int64_t>();
       TORCH_CHECK(false, "index value ", value, " at position ", j,
                   " along dim is out of range: index values must lie in [0, dim_size) = [0, ", g.m, ")");
     }
