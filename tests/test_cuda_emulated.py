@@ -179,6 +179,34 @@ def test_emulated_scatter_kernel_reports_bad_indices_like_the_cpu(scatter_ops, r
         assert str(got.value).splitlines()[0] == str(expected.value).splitlines()[0]
 
 
+def _index_with(shape, position, value):
+    index = torch.zeros(shape, dtype=torch.long)
+    index[position] = value
+    return index
+
+
+# An out-of-range value where the kernel's index is not a 3-D view of itself (2-D and 3-D src, an
+# index broadcast along the features, a transposed index): the message still names the value.
+BAD_LAYOUTS = {
+    "[4, 2] along dim 0": (torch.ones(4, 2), _index_with((4, 2), (2, 1), 7), 0),
+    "[2, 3, 2] along dim 0": (torch.ones(2, 3, 2), _index_with((2, 3, 2), (1, 2, 1), 9), 0),
+    "[2, 3, 2] along dim 1": (torch.ones(2, 3, 2), _index_with((2, 3, 2), (1, 2, 1), 9), 1),
+    "1-D index broadcast over [5, 3]": (torch.ones(5, 3), torch.tensor([0, 2, 8, 1, 0]), 0),
+    "transposed [3, 4] index": (torch.ones(3, 4), _index_with((4, 3), (3, 0), 6).t(), 1),
+}
+
+
+@pytest.mark.parametrize("reduce", REDUCE)
+@pytest.mark.parametrize("layout", BAD_LAYOUTS)
+def test_emulated_scatter_kernel_names_the_bad_value_in_any_layout(scatter_ops, reduce, layout):
+    src, index, dim = BAD_LAYOUTS[layout]
+    with pytest.raises(RuntimeError) as expected:
+        run(torch.ops.wb_scatter, src, index, dim, None, 3, reduce)
+    with pytest.raises(RuntimeError, match="index value") as got:
+        run(scatter_ops, src, index, dim, None, 3, reduce)
+    assert str(got.value).splitlines()[0] == str(expected.value).splitlines()[0]
+
+
 @pytest.mark.parametrize("reduce", REDUCE)
 def test_emulated_public_ops_gradcheck(scatter_ops, reduce):
     src = torch.randn(12, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(10)).requires_grad_()
