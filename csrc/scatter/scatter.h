@@ -135,8 +135,6 @@ inline Geometry geometry_around(const at::Tensor& src, int64_t dim, int64_t dim_
   return g;
 }
 
-// index as an [outer, n, inner] tensor (a view when its strides allow it, e.g. a broadcast 1-D
-// index; a copy otherwise), with its strides recorded in g.
 // The stride of dimensions [begin, end) of `t` merged into one, as a view would merge them, or -1
 // where no view could (the dimensions are not laid out one inside the next). Dimensions of size 1
 // do not count; a broadcast (stride 0) over all of them merges into stride 0.
