@@ -2,8 +2,8 @@
 
     from workbook.ops import cuda_emulation
     ops = cuda_emulation.load_source("wb_ch05_emu", cuda_source)   # torch.ops.<wb_ch05_emu_<hash>>
-    sources = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
-    cuda_emulation.load_topic("scatter", sources + ["cuda/scatter_cuda.cu"])  # torch.ops.wb_scatter_emu
+    scatter.load()  # the ops' schemas are copied from the real library
+    cuda_emulation.load_topic("scatter", ["checks.cpp", "cuda/scatter_cuda.cu"], ops=scatter.OP_NAMES)  # torch.ops.wb_scatter_emu
 
 A `.cu` source is rewritten and compiled as plain C++: every launch `k<<<grid, block, shared, stream>>>(args)`
 becomes `wb_emulation::launch(...)`, which calls the kernel for each (block, thread) in turn; the CUDA
@@ -75,8 +75,34 @@ def emulated_copy(topic: str, relative: str) -> str:
     return str(build.write_if_changed(EMULATION_SOURCES / topic / relative, text))
 
 
-def load_topic(topic: str, sources, **kwargs):
-    """Build csrc/<topic>'s sources (the .cu ones emulated) as the library wb_<topic>_emu and load it."""
+# The Python definitions of each emulated namespace's ops (a Library's definitions last as long as it does).
+_DEFINITIONS = {}
+
+
+def define_like(namespace: str, ops) -> None:
+    """Define the ops `ops` of the loaded library `namespace` again, every overload with the same schema,
+    in the namespace `<namespace>_emu`. The emulated build then needs no TORCH_LIBRARY block of its own:
+    it compiles the .cu file and what it calls, not the schema's file (and the autograd code beside it)."""
+    import torch
+
+    if f"{namespace}_emu" in _DEFINITIONS:
+        return
+    library = torch.library.Library(f"{namespace}_emu", "DEF")
+    for name in ops:
+        packet = getattr(getattr(torch.ops, namespace), name)
+        for overload in packet.overloads():
+            library.define(str(getattr(packet, overload)._schema).split("::", 1)[1])
+    _DEFINITIONS[f"{namespace}_emu"] = library
+
+
+def load_topic(topic: str, sources, ops, **kwargs):
+    """Build csrc/<topic>'s sources (the .cu ones emulated) as the library wb_<topic>_emu and load it.
+
+    `ops`: the names of the ops the .cu file registers kernels for; they are defined in wb_<topic>_emu
+    with the schemas of the loaded library wb_<topic> (`define_like`), so `sources` need not include
+    the file with its TORCH_LIBRARY block.
+    """
+    define_like(f"wb_{topic}", ops)
     for header in (CSRC_DIR / topic).rglob("*.h"):  # every header the sources may include, rewritten too
         emulated_copy(topic, str(header.relative_to(CSRC_DIR / topic)))
     return build.load(f"wb_{topic}_emu", [emulated_copy(topic, source) for source in sources], **_FLAGS, **kwargs)

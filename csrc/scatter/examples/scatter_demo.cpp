@@ -2,10 +2,15 @@
 //
 // The ops are registered by libwb_scatter.so (TORCH_LIBRARY in ../scatter.cpp) when it is loaded;
 // the program finds them by name in the dispatcher, like Python's torch.ops.wb_scatter.* does.
-#include <ATen/ATen.h>
+#include <ATen/core/Formatting.h>  // std::cout << tensor
+#include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/arange.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/tensor.h>
 
 #include <iostream>
+#include <optional>
 #include <tuple>
 
 using at::Tensor;
