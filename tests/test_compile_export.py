@@ -1,5 +1,6 @@
 """Chapter 08's path end to end: compile without graph breaks, export, AOTInductor, the C++ program."""
 
+import importlib.util
 import subprocess
 
 import pytest
@@ -78,6 +79,26 @@ def test_package_key_follows_the_program_and_its_weights(cell):
     assert torch_library_compile_export.program_key(first) == torch_library_compile_export.program_key(again)
     assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(static)
     assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(changed)
+
+
+def test_package_key_ignores_where_the_model_was_defined(tmp_path):
+    # A notebook's model lives in a file of its kernel's process (/tmp/ipykernel_<pid>/...), new in every
+    # session: the printed program names it in comments, and the key must not change with it.
+    source = (
+        "import torch\n\n\nclass Double(torch.nn.Module):\n    def forward(self, x):\n        return torch.sin(x) * 2\n"
+    )
+    keys = set()
+    for folder in ("ipykernel_1", "ipykernel_2"):
+        path = tmp_path / folder / "model.py"
+        path.parent.mkdir()
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location(f"model_in_{folder}", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        exported = torch.export.export(module.Double(), (torch.ones(2, 2),))
+        assert str(path) in str(exported), "the printed program no longer names the file: this test tests nothing"
+        keys.add(torch_library_compile_export.program_key(exported))
+    assert len(keys) == 1
 
 
 def test_cpp_program_runs_the_package(cell, cell_package):

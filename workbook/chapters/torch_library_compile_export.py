@@ -564,14 +564,20 @@ _PACKAGE_FORMAT = "contract-1"
 def program_key(exported) -> str:
     """A hash of everything an AOTInductor package is compiled from: the printed program (graph,
     signature, range constraints), the values of its weights, buffers and constants (a custom
-    object through its __obj_flatten__ state), the torch version and the package format."""
+    object through its __obj_flatten__ state), the torch version and the package format.
+
+    The printed program's comments are left out: they name the file and line each node was traced
+    from, which for a model defined in a notebook is a file of the kernel's process
+    (/tmp/ipykernel_<pid>/...), new in every session, and which differs between two files defining
+    the same model."""
     import hashlib
 
     import torch
     from torch.utils._pytree import tree_leaves
 
     digest = hashlib.sha256(f"{torch.__version__} {_PACKAGE_FORMAT}".encode())
-    digest.update(str(exported).encode())
+    printed = (line for line in str(exported).splitlines() if not line.lstrip().startswith("#"))
+    digest.update("\n".join(printed).encode())
     for name, value in sorted({**exported.state_dict, **exported.constants}.items()):
         digest.update(name.encode())
         state = value if isinstance(value, torch.Tensor) else value.__obj_flatten__()
