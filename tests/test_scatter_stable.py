@@ -94,14 +94,18 @@ def test_ninja_log_times_reads_the_last_entry_of_each_output(tmp_path):
 
 def test_the_stable_build_targets_torch_2_10_and_python_3_10():
     commands = scatter_stable.compile_commands("stable")
-    assert sorted(Path(entry["file"]).name for entry in commands) == ["scatter_stable.cpp", "scatter_stable_cpu.cpp"]
+    expected = ["scatter_stable.cpp"] + [
+        f"scatter_stable_cpu{part}.cpp" for part in ("", "_max", "_mean", "_min", "_sum")
+    ]
+    assert sorted(Path(entry["file"]).name for entry in commands) == expected
     for entry in commands:
         assert "-DTORCH_TARGET_VERSION=0x020a000000000000" in entry["command"]
         assert "-DPy_LIMITED_API=0x030A0000" in entry["command"]  # added by torch's BuildExtension
 
 
-def test_compile_times_lists_both_stable_translation_units():
-    assert set(scatter_stable.compile_times()["stable"]) >= {"scatter_stable.o", "scatter_stable_cpu.o"}
+def test_compile_times_lists_every_stable_translation_unit():
+    units = {"scatter_stable.o"} | {f"scatter_stable_cpu{part}.o" for part in ("", "_sum", "_mean", "_min", "_max")}
+    assert set(scatter_stable.compile_times()["stable"]) >= units
 
 
 def test_the_cuda_source_targets_the_same_stable_abi_as_the_build():

@@ -27,7 +27,8 @@ from torch.utils.cpp_extension import CUDA_HOME, BuildExtension, CppExtension, C
 HERE = Path(__file__).resolve().parent
 TORCH_TARGET_VERSION = "0x020a000000000000"  # [major 2][minor 10][patch 0][abi tag 0], one byte each from the top
 PYTHON_ABI = "cp310"  # matches cpp_extension's min_supported_cpython (0x030A0000)
-CPU_SOURCES = ["scatter_stable.cpp", "cpu/scatter_stable_cpu.cpp"]  # relative to setup.py, as setuptools wants
+CPU_SOURCES = ["scatter_stable.cpp"]  # relative to setup.py, as setuptools wants
+CPU_SOURCES += [f"cpu/scatter_stable_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
 CUDA_SOURCES = sorted(str(p.relative_to(HERE)) for p in (HERE / "cuda").glob("*.cu"))
 with_cuda = (
     bool(CUDA_SOURCES)

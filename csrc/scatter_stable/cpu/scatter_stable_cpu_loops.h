@@ -1,0 +1,321 @@
+// csrc/scatter_stable/cpu/scatter_stable_cpu_loops.h — the CPU loops of the wb_scatter_stable ops (declared in
+// scatter_stable_cpu.h): the loops of ../../scatter/cpu/scatter_cpu_loops.h, function for function, against the
+// stable ABI (see scatter_stable_cpu.cpp). Included only by the four files that compile them, one reduction each.
+#pragma once
+
+#include <torch/csrc/stable/ops.h>
+#include <torch/headeronly/core/ScalarType.h>
+#include <torch/headeronly/util/Exception.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "scatter_stable_cpu.h"
+
+namespace wb_scatter_stable {
+
+// min/max: fold value x (at position j along dim) into a group. `empty`: the group holds no value yet (so x wins
+// even if it equals the identity, e.g. +inf for min).
+template <typename acc_t, Reduce R>
+inline void update_extreme(acc_t& val, int64_t& argindex, acc_t x, int64_t j, bool empty) {
+  if (wins<R>(x, val, empty)) {
+    val = x;
+    argindex = j;
+  }
+}
+
+[[noreturn]] inline void bad_index(int64_t k, int64_t j, int64_t m) {
+  STD_TORCH_CHECK(false, "index value ", k, " at position ", j,
+                  " along dim is out of range: index values must lie in [0, dim_size) = [0, ", m, ")");
+  __builtin_unreachable();
+}
+
+// Fold src row (o, j), columns [i0, i1), into output row k of `val`/`extra`. __restrict: src never shares memory
+// with the output (prepare_scatter refuses such an out).
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void fold_row(const scalar_t* __restrict s, acc_t* __restrict v, int64_t* __restrict e, int64_t j, int64_t i0,
+                     int64_t i1, int64_t n, bool fresh) {
+  if constexpr (R == Reduce::Sum) {
+    for (int64_t i = i0; i < i1; ++i) v[i] += static_cast<acc_t>(s[i]);  // vectorizes
+  } else if constexpr (R == Reduce::Mean) {
+    for (int64_t i = i0; i < i1; ++i) {
+      v[i] += static_cast<acc_t>(s[i]);
+      e[i] += 1;
+    }
+  } else {
+    for (int64_t i = i0; i < i1; ++i)
+      update_extreme<acc_t, R>(v[i], e[i], static_cast<acc_t>(s[i]), j, fresh && e[i] == n);
+  }
+}
+
+// Fold the run src[j0, j1) of one group into its value `v` and `e` (sum/mean: the count; min/max: the argindex).
+// The run is reduced in a register first, so a sorted index costs one read-modify-write of the output per run.
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_t* e, int64_t n, bool fresh) {
+  if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
+    // Eight partial sums, so that the adds of a long run do not each wait for the previous one.
+    acc_t part[8] = {};
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8)
+      for (int l = 0; l < 8; ++l) part[l] += static_cast<acc_t>(s[j + l]);
+    acc_t total = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
+    for (; j < j1; ++j) total += static_cast<acc_t>(s[j]);
+    v += total;
+    if constexpr (R == Reduce::Mean) *e += j1 - j0;
+  } else {
+    // The run's extreme in eight lanes, and whether it holds a NaN; then the first position holding the winner.
+    acc_t lane[8];
+    for (int l = 0; l < 8; ++l) lane[l] = static_cast<acc_t>(s[j0]);
+    bool nan = false;
+    int64_t j = j0;
+    for (; j + 8 <= j1; j += 8)
+      for (int l = 0; l < 8; ++l) {
+        acc_t x = static_cast<acc_t>(s[j + l]);
+        if constexpr (R == Reduce::Min)
+          lane[l] = x < lane[l] ? x : lane[l];
+        else
+          lane[l] = x > lane[l] ? x : lane[l];
+        nan |= is_nan(x);
+      }
+    acc_t best = lane[0];
+    for (int l = 1; l < 8; ++l) {
+      if constexpr (R == Reduce::Min)
+        best = lane[l] < best ? lane[l] : best;
+      else
+        best = lane[l] > best ? lane[l] : best;
+    }
+    for (; j < j1; ++j) {
+      acc_t x = static_cast<acc_t>(s[j]);
+      if constexpr (R == Reduce::Min)
+        best = x < best ? x : best;
+      else
+        best = x > best ? x : best;
+      nan |= is_nan(x);
+    }
+    int64_t first = j0;
+    if (nan) {
+      while (!is_nan(static_cast<acc_t>(s[first]))) ++first;
+    } else {
+      while (!(static_cast<acc_t>(s[first]) == best)) ++first;
+    }
+    best = static_cast<acc_t>(s[first]);  // the first of equal values (0.0 and -0.0 compare equal)
+    update_extreme<acc_t, R>(v, *e, best, first, fresh && *e == n);
+  }
+}
+
+// Is the index along dim sorted over [j0, j1)? Branch-free blocks the compiler vectorizes.
+inline bool sorted_along(const int64_t* ix, int64_t step, int64_t j0, int64_t j1) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t b0 = j0; b0 + 1 < j1; b0 += kBlock) {
+    const int64_t b1 = std::min(j1 - 1, b0 + kBlock);
+    bool descent = false;
+    if (step == 1) {
+      for (int64_t j = b0; j < b1; ++j) descent |= ix[j] > ix[j + 1];
+    } else {
+      for (int64_t j = b0; j < b1; ++j) descent |= ix[j * step] > ix[(j + 1) * step];
+    }
+    if (descent) return false;
+  }
+  return true;
+}
+
+constexpr int64_t kShortRun = 16;  // a chunk whose runs are shorter on average is folded element by element
+
+// Fold src element j, value x, into group k.
+template <typename acc_t, Reduce R>
+inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, int64_t n, bool fresh) {
+  if constexpr (R == Reduce::Sum) {
+    val[k] += x;
+  } else if constexpr (R == Reduce::Mean) {
+    val[k] += x;
+    extra[k] += 1;
+  } else {
+    update_extreme<acc_t, R>(val[k], extra[k], x, j, fresh && extra[k] == n);
+  }
+}
+
+constexpr int64_t kChunk = 2048;        // index values checked for order at a time (16 KiB: fits L1)
+constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
+
+// reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o.
+template <typename scalar_t, typename acc_t, Reduce R>
+[[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1,
+                                       acc_t* val, int64_t* extra, bool fresh) {
+  const int64_t step = g.is1;
+  const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+  for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
+    const int64_t c1 = std::min(j1, c0 + kChunk);
+    // Long runs of equal values are possible only if the chunk's ends span few groups; then, if the chunk is
+    // sorted, its ends' range check covers every value and each run is one update.
+    const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
+    const bool runs = first >= 0 && first <= last && last < g.m && (last - first + 1) * kShortRun <= c1 - c0 &&
+                      sorted_along(ix, step, c0, c1);
+    if (runs) {
+      for (int64_t j = c0; j < c1;) {
+        const int64_t k = ix[j * step];
+        const int64_t probe_end = std::min(c1, j + kShortRun);
+        int64_t end = j + 1;
+        while (end < probe_end && ix[end * step] == k) ++end;
+        if (end == probe_end && step == 1)
+          end = std::upper_bound(ix + end, ix + c1, k) - ix;
+        else if (end == probe_end)
+          while (end < c1 && ix[end * step] == k) ++end;
+        fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
+        j = end;
+      }
+      continue;
+    }
+    const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+    const bool prefetch = large && !(first <= last && span <= static_cast<uint64_t>(4 * kChunk));
+    for (int64_t j = c0; j < c1; ++j) {
+#if defined(__GNUC__)
+      if (prefetch && j + kPrefetchAhead < c1) {
+        const int64_t ahead = ix[(j + kPrefetchAhead) * step];
+        if (ahead >= 0 && ahead < g.m) {
+          __builtin_prefetch(val + ahead, 1);
+          if (extra) __builtin_prefetch(extra + ahead, 1);
+        }
+      }
+#endif
+      const int64_t k = ix[j * step];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      fold_one<acc_t, R>(val, extra, k, static_cast<acc_t>(s[j]), j, g.n, fresh);
+    }
+  }
+}
+
+// Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and `extra`, which point at
+// an [m, inner] block (the output's row o, or a private buffer).
+template <typename scalar_t, typename acc_t, Reduce R>
+[[gnu::noinline]] void reduce_block(const scalar_t* src, const int64_t* index, const Geometry& g, int64_t o, int64_t j0,
+                                    int64_t j1, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
+  const scalar_t* s = src + o * g.n * g.inner;
+  const int64_t* ix = index + o * g.is0;
+  if (g.inner == 1) {  // one element per src row
+    reduce_elements<scalar_t, acc_t, R>(s, ix, g, j0, j1, val, extra, fresh);
+    return;
+  }
+  if (g.is2 == 0) {
+    // One index value per src row: read and check it once, then fold the whole row of columns. An output larger
+    // than the caches: ask for the output row of a later src row early.
+    const bool large = g.m * g.inner * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+    constexpr int64_t kRowsAhead = 4, kLine = 64 / static_cast<int64_t>(sizeof(acc_t));
+    for (int64_t j = j0; j < j1; ++j) {
+#if defined(__GNUC__)
+      if (large && j + kRowsAhead < j1) {
+        const int64_t ahead = ix[(j + kRowsAhead) * g.is1];
+        if (ahead >= 0 && ahead < g.m)
+          for (int64_t i = i0; i < i1; i += kLine) __builtin_prefetch(val + ahead * g.inner + i, 1);
+      }
+#endif
+      int64_t k = ix[j * g.is1];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0, i1,
+                                   g.n, fresh);
+    }
+    return;
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t i = i0; i < i1; ++i) {
+      int64_t k = ix[j * g.is1 + i * g.is2];
+      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i,
+                                   i + 1, g.n, fresh);
+    }
+  }
+}
+
+// Threading strategy 1: threads split the columns (o, i); each reduces all n elements of its columns and writes
+// only its own columns of the output. `one_task`: run everything as one task on the calling thread.
+template <typename scalar_t, typename acc_t, Reduce R>
+void reduce_by_columns(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                       bool fresh, bool one_task) {
+  const int64_t row = g.m * g.inner;  // one row (fixed o) of the output
+  const int64_t columns = g.outer * g.inner;
+  const int64_t grain = one_task ? columns : std::max<int64_t>(1, kGrain / std::max<int64_t>(g.n, 1));
+  parallel_for(0, columns, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end;) {
+      int64_t o = c / g.inner, i0 = c % g.inner;
+      int64_t i1 = std::min(g.inner, i0 + (end - c));  // stay within row o
+      reduce_block<scalar_t, acc_t, R>(src, index, g, o, 0, g.n, i0, i1, acc + o * row,
+                                       extra ? extra + o * row : nullptr, fresh);
+      c += i1 - i0;
+    }
+  });
+}
+
+// Threading strategy 2: for each row o, the n elements are split into one slice per thread. Slice 0 reduces
+// straight into the output, the others into private [m, inner] buffers, merged afterwards in slice order, so that
+// the first position still wins a tie.
+template <typename scalar_t, typename acc_t, Reduce R>
+void reduce_by_slices(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                      bool fresh, int64_t slices) {
+  const int64_t row = g.m * g.inner;
+  const int64_t per = (g.n + slices - 1) / slices;
+  std::vector<acc_t> vals((slices - 1) * row);
+  std::vector<int64_t> extras(R == Reduce::Sum ? 0 : (slices - 1) * row);
+  for (int64_t o = 0; o < g.outer; ++o) {
+    acc_t* a = acc + o * row;
+    int64_t* e = extra ? extra + o * row : nullptr;
+    parallel_for(0, slices, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t t = begin; t < end; ++t) {
+        int64_t j0 = std::min(g.n, t * per), j1 = std::min(g.n, j0 + per);
+        if (t == 0) {
+          reduce_block<scalar_t, acc_t, R>(src, index, g, o, j0, j1, 0, g.inner, a, e, fresh);
+          continue;
+        }
+        acc_t* v = vals.data() + (t - 1) * row;
+        int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * row;
+        std::fill(v, v + row, identity<acc_t, R>());
+        if (x) std::fill(x, x + row, (R == Reduce::Mean) ? 0 : g.n);
+        reduce_block<scalar_t, acc_t, R>(src, index, g, o, j0, j1, 0, g.inner, v, x, /*fresh=*/true);
+      }
+    });
+    parallel_for(0, row, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t t = 1; t < slices; ++t) {
+        const acc_t* v = vals.data() + (t - 1) * row;
+        const int64_t* x = extras.empty() ? nullptr : extras.data() + (t - 1) * row;
+        for (int64_t k = begin; k < end; ++k) {
+          if constexpr (R == Reduce::Sum) {
+            a[k] += v[k];
+          } else if constexpr (R == Reduce::Mean) {
+            a[k] += v[k];
+            e[k] += x[k];
+          } else {
+            if (x[k] == g.n) continue;  // this slice put nothing into this group
+            update_extreme<acc_t, R>(a[k], e[k], v[k], x[k], fresh && e[k] == g.n);
+          }
+        }
+      }
+    });
+  }
+}
+
+// The private copies of the output that splitting a row takes must be this many times smaller than the row's
+// elements: filling, merging and (for large ones) page-faulting fresh buffers costs as much per group as reducing
+// costs per element.
+constexpr int64_t kBufferShare = 4;
+
+template <typename scalar_t, typename acc_t, Reduce R>
+void scatter_loops(const scalar_t* src, const int64_t* index, const Geometry& g, acc_t* acc, int64_t* extra,
+                   bool fresh) {
+  const int64_t threads = torch::stable::get_num_threads();
+  // Few elements: one thread. As many rows as threads, or an output so large that private copies of it would cost
+  // more than the reduction: split the columns. Otherwise (few rows) split each row.
+  const bool small = g.n * g.outer * g.inner < kGrain;
+  const bool buffers_cheap = (threads - 1) * g.m * kBufferShare <= g.n;
+  if (small || threads == 1 || g.outer >= threads || !buffers_cheap)
+    reduce_by_columns<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*one_task=*/small);
+  else
+    reduce_by_slices<scalar_t, acc_t, R>(src, index, g, acc, extra, fresh, /*slices=*/threads);
+}
+
+// The explicit instantiation of scatter_loops for one dtype and reduction R (as in the ATen library): a file that
+// compiles the loops for R says AT_FORALL_SCALAR_TYPES_AND2(Half, BFloat16, <its macro>), the nine dtypes
+// scatter_stable_cpu.cpp dispatches on.
+#define WB_SCATTER_STABLE_CPU_LOOPS(scalar_t, R)                                                                \
+  template void scatter_loops<scalar_t, acc_type<scalar_t>, R>(const scalar_t*, const int64_t*, const Geometry&, \
+                                                               acc_type<scalar_t>*, int64_t*, bool)
+
+}  // namespace wb_scatter_stable
