@@ -79,6 +79,10 @@ def test_package_key_follows_the_program_and_its_weights(cell):
     assert torch_library_compile_export.program_key(first) == torch_library_compile_export.program_key(again)
     assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(static)
     assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(changed)
+    transposed = torch.export.export(
+        cell, tuple(x.t().contiguous().t() for x in cell_inputs(8)), dynamic_shapes=dynamic
+    )  # the same values and shapes in column-major memory: AOTInductor compiles for these strides
+    assert torch_library_compile_export.program_key(first) != torch_library_compile_export.program_key(transposed)
 
 
 def test_package_key_ignores_where_the_model_was_defined(tmp_path):

@@ -39,6 +39,18 @@ def scatter_ops():
     return torch.ops.wb_scatter_emu
 
 
+def test_define_like_names_a_library_that_is_not_loaded_and_registers_nothing():
+    for _ in range(2):  # a second try gets the same message, not "Only a single TORCH_LIBRARY can be used ..."
+        with pytest.raises(RuntimeError, match="load the wb_not_loaded library before emulating"):
+            cuda_emulation.define_like("wb_not_loaded", ["an_op"])
+
+
+def test_define_like_refuses_another_op_list_for_a_defined_namespace(scatter_ops):
+    cuda_emulation.define_like("wb_scatter", scatter.OP_NAMES)  # the same list again: nothing to do
+    with pytest.raises(ValueError, match="cannot define"):
+        cuda_emulation.define_like("wb_scatter", ["scatter_sum"])
+
+
 def test_rewrite_launches():
     text = "  f();\n    k<T, 2><<<blocks(n), 256, 0, s>>>(a, g(b, c),\n        d);\n  C();\n"
     assert rewrite_launches(text) == (

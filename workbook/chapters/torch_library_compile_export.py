@@ -562,21 +562,26 @@ _PACKAGE_FORMAT = "contract-1"
 
 
 def program_key(exported) -> str:
-    """A hash of everything an AOTInductor package is compiled from: the printed program (graph,
-    signature, range constraints), the values of its weights, buffers and constants (a custom
-    object through its __obj_flatten__ state), the torch version and the package format.
+    """A hash of everything an AOTInductor package is compiled from: the printed program (graph with
+    every value's dtype, shape, strides and device; signature; range constraints), the values of its
+    weights, buffers and constants (a custom object through its __obj_flatten__ state), the torch
+    version and the package format.
 
-    The printed program's comments are left out: they name the file and line each node was traced
+    The printed graph's comments are left out: they name the file and line each node was traced
     from, which for a model defined in a notebook is a file of the kernel's process
     (/tmp/ipykernel_<pid>/...), new in every session, and which differs between two files defining
-    the same model."""
+    the same model. (str(exported) prints neither strides nor devices, and has those comments.)"""
     import hashlib
 
     import torch
     from torch.utils._pytree import tree_leaves
 
     digest = hashlib.sha256(f"{torch.__version__} {_PACKAGE_FORMAT}".encode())
-    printed = (line for line in str(exported).splitlines() if not line.lstrip().startswith("#"))
+    graph = exported.graph_module.print_readable(
+        print_output=False, include_stride=True, include_device=True, colored=False
+    )
+    printed = [line for line in graph.splitlines() if not line.lstrip().startswith("#")]
+    printed += [str(exported.graph_signature), str(exported.range_constraints)]
     digest.update("\n".join(printed).encode())
     for name, value in sorted({**exported.state_dict, **exported.constants}.items()):
         digest.update(name.encode())

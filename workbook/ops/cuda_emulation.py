@@ -85,14 +85,25 @@ def define_like(namespace: str, ops) -> None:
     it compiles the .cu file and what it calls, not the schema's file (and the autograd code beside it)."""
     import torch
 
-    if f"{namespace}_emu" in _DEFINITIONS:
+    emulated = f"{namespace}_emu"
+    ops = tuple(ops)
+    if emulated in _DEFINITIONS:
+        defined, _ = _DEFINITIONS[emulated]
+        if defined != ops:
+            raise ValueError(f"{emulated} already defines {list(defined)}; it cannot define {list(ops)} instead")
         return
-    library = torch.library.Library(f"{namespace}_emu", "DEF")
+    schemas = []
     for name in ops:
-        packet = getattr(getattr(torch.ops, namespace), name)
-        for overload in packet.overloads():
-            library.define(str(getattr(packet, overload)._schema).split("::", 1)[1])
-    _DEFINITIONS[f"{namespace}_emu"] = library
+        packet = getattr(getattr(torch.ops, namespace), name, None)
+        if packet is None:
+            raise RuntimeError(
+                f"{namespace}::{name} is not defined: load the {namespace} library before emulating its CUDA kernels"
+            )
+        schemas += [str(getattr(packet, overload)._schema).split("::", 1)[1] for overload in packet.overloads()]
+    library = torch.library.Library(emulated, "DEF")
+    for schema in schemas:
+        library.define(schema)
+    _DEFINITIONS[emulated] = (ops, library)
 
 
 def load_topic(topic: str, sources, ops, **kwargs):
