@@ -45,7 +45,6 @@ CPP_SOURCES = [
     for name in ("scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp")
 ]
 CPP_SOURCES += [f"csrc/scatter/cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
-OP_NAMES = ("scatter_sum", "scatter_mean", "scatter_min", "scatter_max")  # each with overloads "" and "accumulate"
 # The dtypes the kernels accept (supported_dtype in csrc/scatter/checks.cpp; the stable port takes the same).
 DTYPES = tuple(getattr(torch, name) for name in "uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split())
 # at::parallel_for runs its loop on OpenMP threads only when the code is compiled with -fopenmp;
@@ -77,6 +76,7 @@ def _load_python_half():
 
 
 _python_half = _load_python_half()
+OP_NAMES = _python_half.OPS  # the ops, each with the overloads "" and "accumulate"
 
 
 def cuda_sources() -> list[str]:
