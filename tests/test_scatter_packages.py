@@ -257,6 +257,44 @@ def test_small_integer_sums_of_long_runs_wrap_as_adding_one_at_a_time_does(packa
         assert torch.equal(got, expected), f"run of {length} {dtype}: got {got.item()}, expected {expected.item()}"
 
 
+def runs_and_scatter(length, groups, g):
+    """An index of long runs with stretches of scattered values between them, in one chunk of the CPU loop
+    whose ends are close (so the loop tries runs first and has to give up part way)."""
+    index = torch.arange(length) * groups // length
+    for start in range(100, length - 100, 700):
+        index[start : start + 60] = torch.randint(0, groups, (60,), generator=g)
+    return index
+
+
+@pytest.mark.parametrize("op", OPS)
+@pytest.mark.parametrize("columns", [1, 15, 16, 17, 64])
+def test_runs_of_rows_and_scattered_stretches_match_the_reference(package, op, columns):
+    # Runs of equal index values are folded as a whole (1-D: one element per run step; [N, C]: sixteen columns at
+    # a time over a run of rows); stretches of scattered values go one at a time. Both, in one chunk, with
+    # 1 and 2 threads.
+    g = torch.Generator().manual_seed(columns)
+    index = runs_and_scatter(2048, 6, g)
+    shape = (2048,) if columns == 1 else (2048, columns)
+    for dtype in (torch.float64, torch.int8):
+        src = integer_valued(shape, dtype, g) * (12 if dtype == torch.int8 else 1)  # int8 sums wrap
+        expected = reference(op, src, index, 0, None, 7)
+        for threads in (1, 2):
+            assert_same(op, with_threads(threads, lambda: package(op, src, index, 0, None, 7)), expected)
+
+
+@pytest.mark.parametrize("columns", [1, 64])
+@pytest.mark.parametrize("bad", [-1, 7])
+def test_an_out_of_range_run_between_in_range_ends_is_named_at_its_first_position(package, columns, bad):
+    # The chunk's first and last values are in range and close, so the loop folds it run by run: each run's
+    # value is checked, and the first bad position is named.
+    index = torch.zeros(4096, dtype=torch.long)
+    index[1000:1100] = bad
+    src = torch.ones((4096,) if columns == 1 else (4096, columns))
+    for op in OPS:
+        with pytest.raises(RuntimeError, match=rf"index value {bad} at position 1000 along dim is out of range"):
+            with_threads(1, lambda: package(op, src, index, 0, None, 7))
+
+
 # ---- out= and the accumulate overloads -----------------------------------------------------------
 
 

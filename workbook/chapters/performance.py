@@ -113,7 +113,8 @@ def scatter_rows(
         for order in orders:
             src, index = scatter_inputs(elements, groups, order)
             moved = src.numel() * 4 + index.numel() * 8 + groups * 4  # read src and index, write the output
-            copy_from, copy_to = torch.empty(moved // 2, dtype=torch.uint8), torch.empty(moved // 2, dtype=torch.uint8)
+            # written memory: a never-written tensor reads the kernel's zero page, which stays in cache
+            copy_from, copy_to = torch.ones(moved // 2, dtype=torch.uint8), torch.zeros(moved // 2, dtype=torch.uint8)
             env = {
                 "torch": torch,
                 "scatter": scatter,

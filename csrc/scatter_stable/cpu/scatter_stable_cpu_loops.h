@@ -109,24 +109,6 @@ inline void fold_run(const scalar_t* s, int64_t j0, int64_t j1, acc_t& v, int64_
   }
 }
 
-// Is the index along dim sorted over [j0, j1)? Branch-free blocks the compiler vectorizes.
-inline bool sorted_along(const int64_t* ix, int64_t step, int64_t j0, int64_t j1) {
-  constexpr int64_t kBlock = 64;
-  for (int64_t b0 = j0; b0 + 1 < j1; b0 += kBlock) {
-    const int64_t b1 = std::min(j1 - 1, b0 + kBlock);
-    bool descent = false;
-    if (step == 1) {
-      for (int64_t j = b0; j < b1; ++j) descent |= ix[j] > ix[j + 1];
-    } else {
-      for (int64_t j = b0; j < b1; ++j) descent |= ix[j * step] > ix[(j + 1) * step];
-    }
-    if (descent) return false;
-  }
-  return true;
-}
-
-constexpr int64_t kShortRun = 16;  // a chunk whose runs are shorter on average is folded element by element
-
 // Fold src element j, value x, into group k.
 template <typename acc_t, Reduce R>
 inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, int64_t n, bool fresh) {
@@ -140,7 +122,71 @@ inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, 
   }
 }
 
-constexpr int64_t kChunk = 2048;        // index values checked for order at a time (16 KiB: fits L1)
+// The end of the run of value k that starts at j (< c1): the first position after j holding another value,
+// or c1. Whole blocks are compared with XOR and OR, which vectorize (and mispredict once per run, where a
+// binary search mispredicted at every step), then the block where the run ends one element at a time.
+// 32 to a block: GCC 12 unrolls a block of 16 into scalar code instead.
+inline int64_t run_end(const int64_t* ix, int64_t step, int64_t j, int64_t c1, int64_t k) {
+  constexpr int64_t kBlock = 32;
+  int64_t end = j + 1;
+  if (end < c1 && ix[end * step] != k) return end;  // a run of one: no block read
+  if (step == 1) {
+    for (; end + kBlock <= c1; end += kBlock) {
+      uint64_t other = 0;
+      for (int64_t l = 0; l < kBlock; ++l) other |= static_cast<uint64_t>(ix[end + l] ^ k);
+      if (other != 0) break;
+    }
+  }
+  while (end < c1 && ix[end * step] == k) ++end;
+  return end;
+}
+
+// Fold the positions [c0, c1) run by run: each run of equal index values is checked once and costs one update
+// of its group. The index need not be sorted. Returns where it stopped: c1, or earlier once the runs have
+// turned out short (more than eight, averaging under four elements), leaving the rest to the element loop.
+template <typename scalar_t, typename acc_t, Reduce R>
+int64_t fold_runs(const scalar_t* s, const int64_t* ix, int64_t step, int64_t c0, int64_t c1, const Geometry& g,
+                  acc_t* val, int64_t* extra, bool fresh) {
+  int64_t runs = 0, j = c0;
+  while (j < c1 && !(runs > 8 && j - c0 < 4 * runs)) {
+    const int64_t k = ix[j * step];
+    if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+    const int64_t end = run_end(ix, step, j, c1, k);
+    fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
+    j = end;
+    ++runs;
+  }
+  return j;
+}
+
+// Fold the run of src rows [j0, j1), all of one group, columns [i0, i1), into that group's output row
+// (sum and mean only). The run is added up in registers, sixteen columns at a time, so the output row is
+// read and written once per run, not once per src row: those stores had bound the [N, 64] sum over a sorted
+// index. Integers add up in int64 and wrap once, as in fold_run.
+template <typename scalar_t, typename acc_t, Reduce R>
+inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, int64_t j1, int64_t i0, int64_t i1,
+                      acc_t* __restrict v, int64_t* __restrict e) {
+  static_assert(R == Reduce::Sum || R == Reduce::Mean);
+  using part_t = std::conditional_t<std::is_integral_v<acc_t>, int64_t, acc_t>;
+  constexpr int64_t kColumns = 16;
+  int64_t i = i0;
+  for (; i + kColumns <= i1; i += kColumns) {
+    part_t part[kColumns] = {};
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t l = 0; l < kColumns; ++l) part[l] += static_cast<part_t>(s[j * inner + i + l]);
+    for (int64_t l = 0; l < kColumns; ++l) v[i + l] += static_cast<acc_t>(part[l]);
+  }
+  for (; i < i1; ++i) {
+    part_t part = 0;
+    for (int64_t j = j0; j < j1; ++j) part += static_cast<part_t>(s[j * inner + i]);
+    v[i] += static_cast<acc_t>(part);
+  }
+  if constexpr (R == Reduce::Mean)
+    for (int64_t c = i0; c < i1; ++c) e[c] += j1 - j0;
+}
+
+constexpr int64_t kShortRun = 16;       // runs shorter than this on average are folded element by element
+constexpr int64_t kChunk = 2048;        // positions whose ends decide between runs and elements (16 KiB of index)
 constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
 
 // reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o.
@@ -148,32 +194,21 @@ template <typename scalar_t, typename acc_t, Reduce R>
 [[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1,
                                        acc_t* val, int64_t* extra, bool fresh) {
   const int64_t step = g.is1;
+  // An output larger than the caches: ask for the output element of a later position early.
   const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
     const int64_t c1 = std::min(j1, c0 + kChunk);
-    // Long runs of equal values are possible only if the chunk's ends span few groups; then, if the chunk is
-    // sorted, its ends' range check covers every value and each run is one update.
+    // Runs averaging kShortRun or more are likely only if the chunk's ends lie close together (a sorted index
+    // has at most last - first + 1 runs); fold_runs gives up if the guess was wrong.
     const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
-    const bool runs = first >= 0 && first <= last && last < g.m && (last - first + 1) * kShortRun <= c1 - c0 &&
-                      sorted_along(ix, step, c0, c1);
-    if (runs) {
-      for (int64_t j = c0; j < c1;) {
-        const int64_t k = ix[j * step];
-        const int64_t probe_end = std::min(c1, j + kShortRun);
-        int64_t end = j + 1;
-        while (end < probe_end && ix[end * step] == k) ++end;
-        if (end == probe_end && step == 1)
-          end = std::upper_bound(ix + end, ix + c1, k) - ix;
-        else if (end == probe_end)
-          while (end < c1 && ix[end * step] == k) ++end;
-        fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
-        j = end;
-      }
-      continue;
-    }
-    const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);
+    const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);  // if first <= last
+    int64_t j = c0;
+    if (first <= last && span < static_cast<uint64_t>((c1 - c0) / kShortRun))
+      j = fold_runs<scalar_t, acc_t, R>(s, ix, step, c0, c1, g, val, extra, fresh);
+    // A prefetch only pays where the chunk's ends lie far apart (a sorted index reads few output lines, in
+    // order, which the hardware prefetches by itself).
     const bool prefetch = large && !(first <= last && span <= static_cast<uint64_t>(4 * kChunk));
-    for (int64_t j = c0; j < c1; ++j) {
+    for (; j < c1; ++j) {
 #if defined(__GNUC__)
       if (prefetch && j + kPrefetchAhead < c1) {
         const int64_t ahead = ix[(j + kPrefetchAhead) * step];
@@ -206,7 +241,7 @@ template <typename scalar_t, typename acc_t, Reduce R>
     // than the caches: ask for the output row of a later src row early.
     const bool large = g.m * g.inner * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
     constexpr int64_t kRowsAhead = 4, kLine = 64 / static_cast<int64_t>(sizeof(acc_t));
-    for (int64_t j = j0; j < j1; ++j) {
+    for (int64_t j = j0; j < j1;) {
 #if defined(__GNUC__)
       if (large && j + kRowsAhead < j1) {
         const int64_t ahead = ix[(j + kRowsAhead) * g.is1];
@@ -214,10 +249,18 @@ template <typename scalar_t, typename acc_t, Reduce R>
           for (int64_t i = i0; i < i1; i += kLine) __builtin_prefetch(val + ahead * g.inner + i, 1);
       }
 #endif
-      int64_t k = ix[j * g.is1];
+      const int64_t k = ix[j * g.is1];
       if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-      fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0, i1,
-                                   g.n, fresh);
+      if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
+        const int64_t end = run_end(ix, g.is1, j, j1, k);
+        fold_rows<scalar_t, acc_t, R>(s, g.inner, j, end, i0, i1, val + k * g.inner,
+                                      extra ? extra + k * g.inner : nullptr);
+        j = end;
+      } else {
+        fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0,
+                                     i1, g.n, fresh);
+        ++j;
+      }
     }
     return;
   }
