@@ -175,9 +175,11 @@ int64_t fold_runs(const scalar_t* s, const int64_t* ix, int64_t step, int64_t c0
 }
 
 // Fold the run of src rows [j0, j1), all of one group, columns [i0, i1), into that group's output row
-// (sum and mean only). The run is added up in registers, sixteen columns at a time, so the output row is
-// read and written once per run, not once per src row: those stores had bound the [N, 64] sum over a sorted
-// index. Integers add up in int64 and wrap once, as in fold_run.
+// (sum and mean only). Sixteen columns at a time, the output's values are loaded into registers, the run's
+// rows added to them in order (the order of one row at a time) and stored once per run, not once per src
+// row. Loaded first, not added at the end: GCC 12 vectorized that last add into scalar code with shuffles,
+// which made a run of one row three times the work of fold_row. Integers add up in int64 and wrap once,
+// as in fold_run.
 template <typename scalar_t, typename acc_t, Reduce R>
 inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, int64_t j1, int64_t i0, int64_t i1,
                       acc_t* __restrict v, int64_t* __restrict e) {
@@ -186,20 +188,22 @@ inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, i
   constexpr int64_t kColumns = 16;
   int64_t i = i0;
   for (; i + kColumns <= i1; i += kColumns) {
-    part_t part[kColumns] = {};
+    part_t part[kColumns];
+    for (int64_t l = 0; l < kColumns; ++l) part[l] = static_cast<part_t>(v[i + l]);
     for (int64_t j = j0; j < j1; ++j)
       for (int64_t l = 0; l < kColumns; ++l) part[l] += static_cast<part_t>(s[j * inner + i + l]);
-    for (int64_t l = 0; l < kColumns; ++l) v[i + l] += static_cast<acc_t>(part[l]);
+    for (int64_t l = 0; l < kColumns; ++l) v[i + l] = static_cast<acc_t>(part[l]);
   }
   for (; i < i1; ++i) {
-    part_t part = 0;
+    part_t part = static_cast<part_t>(v[i]);
     for (int64_t j = j0; j < j1; ++j) part += static_cast<part_t>(s[j * inner + i]);
-    v[i] += static_cast<acc_t>(part);
+    v[i] = static_cast<acc_t>(part);
   }
   if constexpr (R == Reduce::Mean)
     for (int64_t c = i0; c < i1; ++c) e[c] += j1 - j0;
 }
 
+constexpr int64_t kRunOfRows = 4;       // shorter runs of [N, C] rows are folded a row at a time (measured: no faster)
 constexpr int64_t kShortRun = 16;       // runs shorter than this on average are folded element by element
 constexpr int64_t kChunk = 2048;        // positions whose ends decide between runs and elements (16 KiB of index)
 constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
@@ -271,16 +275,19 @@ template <typename scalar_t, typename acc_t, Reduce R>
 #endif
       const int64_t k = ix[j * g.is1];
       if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+      int64_t end = j + 1;
       if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
-        const int64_t end = run_end(ix, g.is1, j, j1, k);
-        fold_rows<scalar_t, acc_t, R>(s, g.inner, j, end, i0, i1, val + k * g.inner,
-                                      extra ? extra + k * g.inner : nullptr);
-        j = end;
-      } else {
+        end = run_end(ix, g.is1, j, j1, k);
+        if (end - j >= kRunOfRows) {
+          fold_rows<scalar_t, acc_t, R>(s, g.inner, j, end, i0, i1, val + k * g.inner,
+                                        extra ? extra + k * g.inner : nullptr);
+          j = end;
+          continue;
+        }
+      }
+      for (; j < end; ++j)
         fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0,
                                      i1, g.n, fresh);
-        ++j;
-      }
     }
     return;
   }
