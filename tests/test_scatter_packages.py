@@ -269,17 +269,30 @@ def runs_and_scatter(length, groups, g):
 @pytest.mark.parametrize("op", OPS)
 @pytest.mark.parametrize("columns", [1, 15, 16, 17, 64])
 def test_runs_of_rows_and_scattered_stretches_match_the_reference(package, op, columns):
-    # Runs of equal index values are folded as a whole (1-D: one element per run step; [N, C]: sixteen columns at
-    # a time over a run of rows); stretches of scattered values go one at a time. Both, in one chunk, with
-    # 1 and 2 threads.
+    # Runs of equal index values are folded as a whole (1-D: a run at a time; [N, C]: sixteen columns at a time
+    # over a run of rows, the columns left over a row at a time); stretches of scattered values go one at a time.
+    # Both, over several chunks of the loops, with 1 and 2 threads (40,000 elements or more: both thread counts
+    # split the work).
     g = torch.Generator().manual_seed(columns)
-    index = runs_and_scatter(2048, 6, g)
-    shape = (2048,) if columns == 1 else (2048, columns)
+    rows = max(2048, 40_000 // columns)
+    index = runs_and_scatter(rows, 6, g)
+    shape = (rows,) if columns == 1 else (rows, columns)
     for dtype in (torch.float64, torch.int8):
         src = integer_valued(shape, dtype, g) * (12 if dtype == torch.int8 else 1)  # int8 sums wrap
         expected = reference(op, src, index, 0, None, 7)
         for threads in (1, 2):
             assert_same(op, with_threads(threads, lambda: package(op, src, index, 0, None, 7)), expected)
+
+
+@pytest.mark.parametrize("columns", [1, 16, 20])
+def test_every_run_length_up_to_70_ends_its_runs_where_they_end(package, columns):
+    # Runs of every length 1..70 put a run's end at every offset of the blocks that run_end compares at once
+    # (an off-by-one there, found by review, passed every other test).
+    src = torch.arange(4096 * columns).remainder(7).double().reshape(4096, columns).squeeze(1)
+    for length in range(1, 71):
+        index = (torch.arange(4096) // length) % 3
+        for op in OPS:
+            assert_same(op, package(op, src, index, 0, None, 3), reference(op, src, index, 0, None, 3))
 
 
 @pytest.mark.parametrize("columns", [1, 64])

@@ -138,8 +138,8 @@ inline void fold_one(acc_t* val, int64_t* extra, int64_t k, acc_t x, int64_t j, 
 }
 
 // The end of the run of value k that starts at j (< c1): the first position after j holding another value,
-// or c1. Whole blocks are compared with XOR and OR, which vectorize (and mispredict once per run, where a
-// binary search mispredicted at every step), then the block where the run ends one element at a time.
+// or c1. Whole blocks are compared with XOR and OR, which vectorize (and mispredict about once per run, where
+// a binary search mispredicted at about two steps in five), then the block where the run ends one at a time.
 // 32 to a block: GCC 12 unrolls a block of 16 into scalar code instead.
 inline int64_t run_end(const int64_t* ix, int64_t step, int64_t j, int64_t c1, int64_t k) {
   constexpr int64_t kBlock = 32;
@@ -157,19 +157,25 @@ inline int64_t run_end(const int64_t* ix, int64_t step, int64_t j, int64_t c1, i
 }
 
 // Fold the positions [c0, c1) run by run: each run of equal index values is checked once and costs one update
-// of its group. The index need not be sorted. Returns where it stopped: c1, or earlier once the runs have
-// turned out short (more than eight, averaging under four elements), leaving the rest to the element loop.
+// of its group. The index need not be sorted. Returns where it stopped: c1, or earlier where eight runs in a row
+// averaged under kMinRun elements, leaving the rest of the chunk to the element loop (measured: runs of 8 were
+// slower this way than one element at a time, for max by half; runs of 12 faster).
 template <typename scalar_t, typename acc_t, Reduce R>
 int64_t fold_runs(const scalar_t* s, const int64_t* ix, int64_t step, int64_t c0, int64_t c1, const Geometry& g,
                   acc_t* val, int64_t* extra, bool fresh) {
-  int64_t runs = 0, j = c0;
-  while (j < c1 && !(runs > 8 && j - c0 < 4 * runs)) {
+  constexpr int64_t kMinRun = 12;
+  int64_t runs = 0, mark = c0, j = c0;
+  while (j < c1) {
     const int64_t k = ix[j * step];
     if (k < 0 || k >= g.m) bad_index(k, j, g.m);
     const int64_t end = run_end(ix, step, j, c1, k);
     fold_run<scalar_t, acc_t, R>(s, j, end, val[k], extra ? extra + k : nullptr, g.n, fresh);
     j = end;
-    ++runs;
+    if (++runs == 8) {
+      if (j - mark < 8 * kMinRun) return j;
+      runs = 0;
+      mark = j;
+    }
   }
   return j;
 }
@@ -177,9 +183,9 @@ int64_t fold_runs(const scalar_t* s, const int64_t* ix, int64_t step, int64_t c0
 // Fold the run of src rows [j0, j1), all of one group, columns [i0, i1), into that group's output row
 // (sum and mean only). Sixteen columns at a time, the output's values are loaded into registers, the run's
 // rows added to them in order (the order of one row at a time) and stored once per run, not once per src
-// row. Loaded first, not added at the end: GCC 12 vectorized that last add into scalar code with shuffles,
-// which made a run of one row three times the work of fold_row. Integers add up in int64 and wrap once,
-// as in fold_run.
+// row. Loaded first, not added at the end: GCC 12 vectorized that last add into scalar code with shuffles.
+// The columns left over (all of them below sixteen) are added a row at a time, as fold_row does: down a
+// column, one at a time, they were up to 2.7x slower. Integers add up in int64 and wrap once, as in fold_run.
 template <typename scalar_t, typename acc_t, Reduce R>
 inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, int64_t j1, int64_t i0, int64_t i1,
                       acc_t* __restrict v, int64_t* __restrict e) {
@@ -194,18 +200,38 @@ inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, i
       for (int64_t l = 0; l < kColumns; ++l) part[l] += static_cast<part_t>(s[j * inner + i + l]);
     for (int64_t l = 0; l < kColumns; ++l) v[i + l] = static_cast<acc_t>(part[l]);
   }
-  for (; i < i1; ++i) {
-    part_t part = static_cast<part_t>(v[i]);
-    for (int64_t j = j0; j < j1; ++j) part += static_cast<part_t>(s[j * inner + i]);
-    v[i] = static_cast<acc_t>(part);
-  }
+  if (i < i1)
+    for (int64_t j = j0; j < j1; ++j)
+      for (int64_t c = i; c < i1; ++c) v[c] += static_cast<acc_t>(s[j * inner + c]);
   if constexpr (R == Reduce::Mean)
     for (int64_t c = i0; c < i1; ++c) e[c] += j1 - j0;
 }
 
-constexpr int64_t kRunOfRows = 4;       // shorter runs of [N, C] rows are folded a row at a time (measured: no faster)
-constexpr int64_t kShortRun = 16;       // runs shorter than this on average are folded element by element
+// The rows [c0, c1) of a src with one index value per row (sum and mean), run by run as fold_runs does, giving
+// up on the rest of the chunk where eight runs in a row averaged under kMinRunOfRows rows.
+constexpr int64_t kMinRunOfRows = 2;
+template <typename scalar_t, typename acc_t, Reduce R>
+[[gnu::noinline]] int64_t fold_row_runs(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t c0, int64_t c1,
+                                        int64_t i0, int64_t i1, acc_t* val, int64_t* extra) {
+  int64_t runs = 0, mark = c0, j = c0;
+  while (j < c1) {
+    const int64_t k = ix[j * g.is1];
+    if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+    const int64_t end = run_end(ix, g.is1, j, c1, k);
+    fold_rows<scalar_t, acc_t, R>(s, g.inner, j, end, i0, i1, val + k * g.inner, extra ? extra + k * g.inner : nullptr);
+    j = end;
+    if (++runs == 8) {
+      if (j - mark < 8 * kMinRunOfRows) return j;
+      runs = 0;
+      mark = j;
+    }
+  }
+  return j;
+}
+
+constexpr int64_t kShortRun = 16;       // a chunk is tried run by run if its ends leave room for runs this long
 constexpr int64_t kChunk = 2048;        // positions whose ends decide between runs and elements (16 KiB of index)
+constexpr int64_t kRowChunk = 256;      // the same for rows of an [N, C] src
 constexpr int64_t kPrefetchAhead = 16;  // elements ahead whose output element a random index prefetches
 
 // reduce_block for one element per src row (inner == 1): the elements j in [j0, j1) of row o. A
@@ -219,8 +245,8 @@ template <typename scalar_t, typename acc_t, Reduce R>
   const bool large = g.m * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
     const int64_t c1 = std::min(j1, c0 + kChunk);
-    // Runs averaging kShortRun or more are likely only if the chunk's ends lie close together (a sorted index
-    // has at most last - first + 1 runs); fold_runs gives up if the guess was wrong.
+    // Runs averaging kShortRun or more are possible only if the chunk's ends lie close together (a sorted index
+    // has at most last - first + 1 runs). A random index over few groups passes too; fold_runs then gives up.
     const int64_t first = ix[c0 * step], last = ix[(c1 - 1) * step];
     const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);  // if first <= last
     int64_t j = c0;
@@ -246,6 +272,30 @@ template <typename scalar_t, typename acc_t, Reduce R>
   }
 }
 
+// reduce_block's src rows [j0, j1) one at a time, columns [i0, i1), where each row has one index value: read and
+// check it once, then fold the row, a contiguous loop. An output larger than the caches: ask for the output row of
+// a later src row (before `stop`) early, as reduce_elements does. A function of its own (noinline): compiled inside
+// reduce_block's loop over chunks, a random index on [N, 8] rows ran 1.2x slower.
+template <typename scalar_t, typename acc_t, Reduce R>
+[[gnu::noinline]] void reduce_rows(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1,
+                                   int64_t stop, int64_t i0, int64_t i1, acc_t* val, int64_t* extra, bool fresh) {
+  const bool large = g.m * g.inner * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
+  constexpr int64_t kRowsAhead = 4, kLine = 64 / static_cast<int64_t>(sizeof(acc_t));
+  for (int64_t j = j0; j < j1; ++j) {
+#if defined(__GNUC__)
+    if (large && j + kRowsAhead < stop) {
+      const int64_t ahead = ix[(j + kRowsAhead) * g.is1];
+      if (ahead >= 0 && ahead < g.m)
+        for (int64_t i = i0; i < i1; i += kLine) __builtin_prefetch(val + ahead * g.inner + i, 1);
+    }
+#endif
+    const int64_t k = ix[j * g.is1];
+    if (k < 0 || k >= g.m) bad_index(k, j, g.m);
+    fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0, i1,
+                                 g.n, fresh);
+  }
+}
+
 // Reduce the elements j in [j0, j1), columns i in [i0, i1) of row o of src into `val` and
 // `extra`, which point at an [m, inner] block (the output's row o, or a private buffer).
 // noinline: called once per block of work, its loops then compile the same whichever threading
@@ -263,31 +313,16 @@ template <typename scalar_t, typename acc_t, Reduce R>
     // One index value per src row (a 1-D src, or an index broadcast over the trailing dims): read
     // and check it once, then fold the whole row of columns, a contiguous loop. An output larger
     // than the caches: ask for the output row of a later src row early, as reduce_elements does.
-    const bool large = g.m * g.inner * static_cast<int64_t>(sizeof(acc_t)) > (1 << 18);
-    constexpr int64_t kRowsAhead = 4, kLine = 64 / static_cast<int64_t>(sizeof(acc_t));
-    for (int64_t j = j0; j < j1;) {
-#if defined(__GNUC__)
-      if (large && j + kRowsAhead < j1) {
-        const int64_t ahead = ix[(j + kRowsAhead) * g.is1];
-        if (ahead >= 0 && ahead < g.m)
-          for (int64_t i = i0; i < i1; i += kLine) __builtin_prefetch(val + ahead * g.inner + i, 1);
+    for (int64_t c0 = j0; c0 < j1; c0 += kRowChunk) {
+      const int64_t c1 = std::min(j1, c0 + kRowChunk);
+      int64_t j = c0;
+      if constexpr (R == Reduce::Sum || R == Reduce::Mean) {  // runs of rows, tried as reduce_elements tries runs
+        const int64_t first = ix[c0 * g.is1], last = ix[(c1 - 1) * g.is1];
+        const uint64_t span = static_cast<uint64_t>(last) - static_cast<uint64_t>(first);  // if first <= last
+        if (first <= last && span < static_cast<uint64_t>((c1 - c0) / kMinRunOfRows))
+          j = fold_row_runs<scalar_t, acc_t, R>(s, ix, g, c0, c1, i0, i1, val, extra);
       }
-#endif
-      const int64_t k = ix[j * g.is1];
-      if (k < 0 || k >= g.m) bad_index(k, j, g.m);
-      int64_t end = j + 1;
-      if constexpr (R == Reduce::Sum || R == Reduce::Mean) {
-        end = run_end(ix, g.is1, j, j1, k);
-        if (end - j >= kRunOfRows) {
-          fold_rows<scalar_t, acc_t, R>(s, g.inner, j, end, i0, i1, val + k * g.inner,
-                                        extra ? extra + k * g.inner : nullptr);
-          j = end;
-          continue;
-        }
-      }
-      for (; j < end; ++j)
-        fold_row<scalar_t, acc_t, R>(s + j * g.inner, val + k * g.inner, extra ? extra + k * g.inner : nullptr, j, i0,
-                                     i1, g.n, fresh);
+      if (j < c1) reduce_rows<scalar_t, acc_t, R>(s, ix, g, j, c1, j1, i0, i1, val, extra, fresh);
     }
     return;
   }
