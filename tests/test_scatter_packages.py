@@ -308,6 +308,20 @@ def test_an_out_of_range_run_between_in_range_ends_is_named_at_its_first_positio
             with_threads(1, lambda: package(op, src, index, 0, None, 7))
 
 
+@pytest.mark.parametrize("split", list(SPLITS))
+def test_an_out_of_range_index_is_named_at_its_position_in_each_thread_split(package, split):
+    src, index, dim, dim_size, _ = split_case(split, "sum")
+    index = index.clone()
+    position = index.shape[dim] * 3 // 4
+    groups = dim_size or int(index.max()) + 1
+    index.select(dim, position).fill_(groups)  # every entry of that position, the one past the last group
+    for op in OPS:
+        with pytest.raises(
+            RuntimeError, match=rf"index value {groups} at position {position} along dim is out of range"
+        ):
+            with_threads(2, lambda: package(op, src, index, dim, None, groups))
+
+
 # ---- out= and the accumulate overloads -----------------------------------------------------------
 
 
