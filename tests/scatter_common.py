@@ -65,7 +65,8 @@ SPLITS = {
     "slices of one row ([n, 3] along dim 0)": ((70_000, 3), 0, 20, None),
     "columns: as many rows as threads": ((4, 40_000), 1, 50, None),
     "columns: output too large to copy per thread": ((60_000,), 0, 20, 100_000),
-    "groups: rows of features, output too large to copy per thread": ((20_000, 4), 0, 15_000, None),
+    "groups: wide rows, output too large to copy per thread": ((4_000, 40), 0, 3_000, None),
+    "one task: narrow rows, output too large to copy per thread": ((20_000, 4), 0, 15_000, None),
 }
 
 

@@ -331,17 +331,48 @@ def test_an_out_of_range_run_between_in_range_ends_is_named_at_its_first_positio
 
 
 @pytest.mark.parametrize("split", list(SPLITS))
-def test_an_out_of_range_index_is_named_at_its_position_in_each_thread_split(package, split):
+@pytest.mark.parametrize("bad", ["past the last group", "negative"])
+def test_an_out_of_range_index_is_named_at_its_position_in_each_thread_split(package, split, bad):
     src, index, dim, dim_size, _ = split_case(split, "sum")
     index = index.clone()
     position = index.shape[dim] * 3 // 4
     groups = dim_size or int(index.max()) + 1
-    index.select(dim, position).fill_(groups)  # every entry of that position, the one past the last group
+    value = groups if bad == "past the last group" else -1
+    index.select(dim, position).fill_(value)  # every entry of that position
     for op in OPS:
         with pytest.raises(
-            RuntimeError, match=rf"index value {groups} at position {position} along dim is out of range"
+            RuntimeError, match=rf"index value {value} at position {position} along dim is out of range"
         ):
             with_threads(2, lambda: package(op, src, index, dim, None, groups))
+
+
+# Outputs too large to copy per thread, with one index value per row (wide rows: split by groups; narrow: one task)
+# or a full index (split by columns), on 2 and 3 threads: with 3, two outer rows are split by groups too.
+LARGE_OUTPUTS = {
+    "[N, 40] along 0": ((4_000, 40), 0, (4_000,)),
+    "[2, N, 40] along 1": ((2, 4_000, 40), 1, (4_000,)),
+    "[N, 40] along 0, a full index": ((4_000, 40), 0, (4_000, 40)),
+    "[N, 4] along 0": ((20_000, 4), 0, (20_000,)),
+}
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+@pytest.mark.parametrize("case", list(LARGE_OUTPUTS))
+def test_outputs_too_large_to_copy_per_thread_match_the_reference_fresh_and_into_out(package, case, threads):
+    shape, dim, index_shape = LARGE_OUTPUTS[case]
+    g = torch.Generator().manual_seed(5)
+    groups = shape[dim] * 3 // 4
+    src = integer_valued(shape, torch.float32, g)
+    index = torch.randint(0, groups, index_shape, generator=g)
+    out_shape = list(shape)
+    out_shape[dim] = groups
+    start = integer_valued(out_shape, torch.float32, g)
+    for op in OPS:
+        expected = reference(op, src, index, dim, dim_size=groups)
+        assert_same(op, with_threads(threads, lambda: package(op, src, index, dim, dim_size=groups)), expected)
+        out = start.clone()
+        expected = reference(op, src, index, dim, out=start)
+        assert_same(op, with_threads(threads, lambda: package(op, src, index, dim, out=out)), expected)
 
 
 # ---- out= and the accumulate overloads -----------------------------------------------------------
