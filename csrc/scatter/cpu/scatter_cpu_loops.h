@@ -46,8 +46,9 @@ inline void update_extreme(acc_t& val, int64_t& argindex, acc_t x, int64_t j, bo
 // (a random index over about as many groups as elements), whether an element wins is a coin toss, which the branch
 // of update_extreme mispredicts; with many, it almost never wins and the branch is predicted. Measured side by
 // side, 1-D float32 max and float64 min: 1.1-1.8x faster with 1 to 10 elements per group (10^6 elements in 10^6
-// groups, random: 3% slower), but 1.2-2.4x slower with 33 to 100,000 (hence kMaskedPerGroup). Written with bool
-// operators and `?:`, GCC 12 compiled it to branches again.
+// groups, random: no faster, within the 5-8% two builds of the same loop differed by), but 1.2-2.4x slower with 33
+// to 100,000 (hence kMaskedPerGroup; nothing was measured between 10 and 33). Written with bool operators and
+// `?:`, GCC 12 compiled it to branches again.
 template <typename acc_t, Reduce R>
 inline void update_extreme_masked(acc_t& val, int64_t& argindex, acc_t x, int64_t j, bool empty) {
   if constexpr (std::is_same_v<acc_t, float> || std::is_same_v<acc_t, double>) {
