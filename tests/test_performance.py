@@ -8,11 +8,14 @@ import torch
 from IPython.display import Image
 from torch.utils import benchmark
 
+from workbook import bench
+from workbook.bench import timing
 from workbook.chapters import performance
 from workbook.diagnostics import compile_times
 
 
-def test_side_by_side_times_in_turn_and_keeps_each_statements_best_round():
+def test_side_by_side_times_in_turn_and_keeps_each_statements_best_round(monkeypatch):
+    monkeypatch.delenv(timing.QUICK_ENV, raising=False)  # as a learner's notebook runs it
     order = []
     env = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
     best = performance.side_by_side(
@@ -24,6 +27,19 @@ def test_side_by_side_times_in_turn_and_keeps_each_statements_best_round():
     for name, statement in (("first", "a()"), ("second", "b()")):
         spec = best[name].task_spec
         assert (spec.stmt, spec.num_threads, spec.label, spec.sub_label) == (statement, 2, "demo", name)
+
+
+def test_under_the_test_suite_side_by_side_and_best_of_rounds_run_one_short_round(monkeypatch):
+    monkeypatch.setenv(timing.QUICK_ENV, "1")
+    order = []
+    env = {"a": lambda: order.append("a"), "b": lambda: order.append("b")}
+    performance.side_by_side({"first": "a()", "second": "b()"}, env, threads=1, rounds=3, min_run_time=10.0)
+    assert [name for position, name in enumerate(order) if position == 0 or order[position - 1] != name] == ["a", "b"]
+
+    calls = []
+    started = time.perf_counter()
+    bench.best_of_rounds({"x": ("calls.append(1)", {"calls": calls})}, threads=1)
+    assert time.perf_counter() - started < bench.MIN_RUN_TIME and calls
 
 
 def test_plots_are_png_images():

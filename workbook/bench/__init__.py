@@ -12,7 +12,7 @@ written to build/bench/results.json with PNG plots next to it; never asserted, s
 in a report, not in a test.
 """
 
-from workbook.bench.timing import Settings, measure, side_by_side
+from workbook.bench.timing import Settings, measure, quick, side_by_side
 
 __all__ = ["measure", "best_of_rounds", "ROUNDS", "MIN_RUN_TIME"]  # measure: chapter 03 times with it
 
@@ -24,6 +24,8 @@ MIN_RUN_TIME = 0.4
 
 def best_of_rounds(cases: dict[str, tuple[str, dict]], threads: int | None = None) -> dict[str, float]:
     """Median seconds per call of each case {name: (statement, globals)}, timed in turn, best of ROUNDS rounds,
-    with `threads` intra-op threads (None: torch's default)."""
+    with `threads` intra-op threads (None: torch's default). Under the test suite (timing.quick()), one short round."""
     settings = Settings(rounds=ROUNDS, min_run_time=MIN_RUN_TIME, threads=threads)
+    if quick():
+        settings = Settings(rounds=1, min_run_time=0.0, min_blocks=3, threads=threads)
     return {name: times["median_s"] for name, times in side_by_side(cases, settings).items()}

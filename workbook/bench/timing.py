@@ -2,12 +2,24 @@
 
 from __future__ import annotations
 
+import os
 import statistics
 import time
 from dataclasses import dataclass
 
 import torch
 import torch.utils.benchmark as benchmark
+
+QUICK_ENV = "WORKBOOK_QUICK_TIMING"
+
+
+def quick() -> bool:
+    """Whether a notebook's timings should run one short round (WORKBOOK_QUICK_TIMING=1), not measure.
+
+    tests/conftest.py sets it for the test suite: nbval ignores what a timing cell prints (its
+    `# NBVAL_IGNORE_OUTPUT`) and checks only that the cell runs, so full rounds would spend time for
+    nothing. The stored outputs come from `make notebooks`, which measures."""
+    return os.environ.get(QUICK_ENV) == "1"
 
 
 @dataclass(frozen=True)

@@ -48,9 +48,14 @@ def side_by_side(
 
     cpu_time=True times with the process's CPU time (time.process_time) instead of the clock on the wall:
     on a busy machine a call that is preempted waits, but uses no CPU meanwhile. Only for one thread,
-    since the CPU time of several threads adds up."""
+    since the CPU time of several threads adds up. Under the test suite (workbook.bench.timing.quick()), one short
+    round."""
     from torch.utils import benchmark
 
+    from workbook.bench.timing import quick
+
+    if quick():
+        rounds, min_run_time = 1, min(min_run_time, 0.001)
     if cpu_time and threads != 1:
         raise ValueError(f"cpu_time=True needs threads=1 (the CPU time of {threads} threads adds up), got {threads}")
     clock = {"timer": time.process_time} if cpu_time else {}
