@@ -5,8 +5,10 @@ workbook/ops/triton_kernels.py). Triton reads that switch when `triton.language`
 (tl.sigmoid, tl.sum, ...) are @triton.jit functions, and torch.compile imports it. pytest runs many test files
 in one process, so the switch is made here, before any of them runs.
 
-The notebooks' timing cells run one short round here (workbook.bench.timing.quick): nbval checks that they run,
-not what they print. Notebook kernels inherit this process's environment.
+workbook.bench.timing.quick() is made true here: the timing helpers that notebooks call (bench.best_of_rounds,
+chapters.performance.side_by_side) and chapter 02's timing cell then run one short round, since nbval checks
+that those cells run, not what they print. Notebook kernels inherit this process's environment. (pytest reads
+this file when tests/ is among its paths, as in `make test`.)
 """
 
 import os

@@ -4,6 +4,7 @@ import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
+from workbook.bench import timing
 from workbook.course import generate
 
 PYTHON_CELL = """def f(x):
@@ -95,3 +96,11 @@ def test_notebooks_match_their_solutions(name):
 def test_every_notebook_has_a_solution():
     notebooks = sorted(path.stem for path in generate.NOTEBOOKS.glob("*.ipynb"))
     assert notebooks == generate.chapter_names()
+
+
+def test_stored_outputs_measure_in_full_even_when_the_test_suite_asks_for_quick_timings(tmp_path, monkeypatch):
+    monkeypatch.setenv(timing.QUICK_ENV, "1")  # tests/conftest.py sets it for the suite
+    path = tmp_path / "probe.ipynb"
+    nbformat.write(new_notebook(cells=[new_code_cell(f"import os\nprint(os.environ.get({timing.QUICK_ENV!r}))")]), path)
+    generate.execute(path)
+    assert nbformat.read(path, as_version=4).cells[0].outputs[0].text == "None\n"

@@ -1,6 +1,12 @@
 """The groups that keep a chapter's notebooks and the tests sharing its files on one pytest-xdist worker."""
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
+
+import pytest
 
 from workbook import REPO_ROOT
 from workbook.course import generate, suite_groups
@@ -82,13 +88,13 @@ def schedule(kept):
     return scheduler, workers
 
 
-def test_without_kept_times_the_group_with_most_tests_goes_first():
-    _, (first, second) = schedule(kept={})
-    assert (first.handed, second.handed) == (["test_many"], ["test_slow"])
+def seconds_of(group: str, seconds: float) -> dict[str, float]:
+    return {nodeid: seconds for nodeid in COLLECTION if suite_groups.group_of_test(nodeid) == group}
 
 
 def test_with_kept_times_the_longest_group_goes_first_and_a_worker_gets_more_only_at_its_last_test():
-    scheduler, (first, second) = schedule(kept={"test_many": 1.0, "test_slow": 30.0, "test_medium": 5.0})
+    kept = {**seconds_of("test_many", 0.1), **seconds_of("test_slow", 10.0), **seconds_of("test_medium", 2.5)}
+    scheduler, (first, second) = schedule(kept)
     assert (first.handed, second.handed) == (["test_slow"], ["test_medium"])
     slow = [COLLECTION.index(nodeid) for nodeid in COLLECTION if "test_slow" in nodeid]
     scheduler.mark_test_complete(first, slow[0])
@@ -98,19 +104,44 @@ def test_with_kept_times_the_longest_group_goes_first_and_a_worker_gets_more_onl
     assert second.handed == ["test_medium"]
 
 
-def test_a_group_with_no_kept_time_is_expected_to_take_its_tests_times_the_kept_seconds_per_test():
-    assert suite_groups.expected_seconds({"a": 10.0, "b": 2.0}, {"a": 5, "b": 1, "c": 3}) == {
-        "a": 10.0,
-        "b": 2.0,
-        "c": 6.0,
+def test_a_group_is_expected_to_take_its_tests_kept_seconds_and_the_average_for_a_test_with_none():
+    groups = {"a": ["a1", "a2"], "b": ["b1", "b2", "b3"]}
+    assert suite_groups.expected_seconds({"a1": 1.0, "a2": 2.0, "b1": 6.0, "gone": 100.0}, groups) == {
+        "a": 3.0,
+        "b": 6.0 + 3.0 + 3.0,  # b2 and b3: the average of a1, a2 and b1
     }
-    assert suite_groups.expected_seconds({}, {"c": 3}) == {"c": 3.0}
+    assert suite_groups.expected_seconds({}, groups) == {"a": 2.0, "b": 3.0}
 
 
-def test_each_groups_seconds_are_added_up_and_kept_with_the_groups_this_run_did_not_run():
-    cache = FakeCache({suite_groups.SECONDS_KEY: {"test_other": 7.0, "test_slow": 99.0}})
-    recorder = suite_groups.GroupSeconds(cache)
-    for nodeid, seconds in [("tests/test_slow.py::test_a", 1.5), ("tests/test_slow.py::test_b", 2.0)]:
-        recorder.pytest_runtest_logreport(type("Report", (), {"nodeid": nodeid, "duration": seconds})())
-    recorder.pytest_sessionfinish()
-    assert cache[suite_groups.SECONDS_KEY] == {"test_other": 7.0, "test_slow": 3.5}
+def test_each_tests_seconds_are_added_up_and_kept_with_those_of_tests_this_run_did_not_run():
+    cache = FakeCache(
+        {suite_groups.SECONDS_KEY: {"tests/test_other.py::test_x": 7.0, "tests/test_slow.py::test_a": 99.0}}
+    )
+    recorder = suite_groups.SecondsPerTest(cache)
+    for phase_seconds in (0.5, 1.0, 0.25):  # setup, call, teardown
+        recorder.pytest_runtest_logreport(
+            type("Report", (), {"nodeid": "tests/test_slow.py::test_a", "duration": phase_seconds})()
+        )
+    session = type("Session", (), {"config": type("Config", (), {"cache": cache})()})()
+    recorder.pytest_sessionfinish(session)
+    assert cache[suite_groups.SECONDS_KEY] == {"tests/test_other.py::test_x": 7.0, "tests/test_slow.py::test_a": 1.75}
+
+
+@pytest.mark.parametrize("stored", [None, [1, 2], "text", {"t::a": "1"}, {"t::a": None}])
+def test_a_cache_entry_of_another_shape_counts_as_no_kept_times(stored):
+    config = type("Config", (), {"cache": FakeCache({suite_groups.SECONDS_KEY: stored})})()
+    assert suite_groups.kept_seconds(config) == {}
+
+
+def test_the_seconds_are_kept_in_a_real_run_and_the_cache_can_be_off(tmp_path):
+    (tmp_path / "test_a.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
+    (tmp_path / "test_b.py").write_text("def test_three():\n    pass\n")
+    run = [sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-p", "workbook.course.suite_groups", "-n", "2"]
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # no nbval and others: seconds less to start
+    done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
+    kept = json.loads((tmp_path / ".pytest_cache" / "v" / "workbook" / "test-seconds").read_text())
+    assert set(kept) == {"test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three"}
+
+    done = subprocess.run([*run, "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr

@@ -18,7 +18,8 @@ def quick() -> bool:
 
     tests/conftest.py sets it for the test suite: nbval ignores what a timing cell prints (its
     `# NBVAL_IGNORE_OUTPUT`) and checks only that the cell runs, so full rounds would spend time for
-    nothing. The stored outputs come from `make notebooks`, which measures."""
+    nothing. Outputs are stored by workbook.course.generate.execute, which leaves it out of the kernel's
+    environment: stored timings are measurements."""
     return os.environ.get(QUICK_ENV) == "1"
 
 

@@ -14,8 +14,9 @@ project); the groups are for the other files a chapter and its tests share.
 
 The longest groups go first, and a worker is handed its next group only when it is down to its last test:
 then the two workers finish close together, rather than one running a long group alone at the end. How long
-each group took is kept in pytest's cache (.pytest_cache/, git-ignored) after every run; on the first run,
-with nothing kept, groups with more tests go first (xdist's own order).
+each test took is kept in pytest's cache (.pytest_cache/, git-ignored) after every run, and a group is expected
+to take the sum over the tests it has now; a test with no kept time counts as the average kept test. On the
+first run, with nothing kept, groups with more tests go first (xdist's own order).
 """
 
 from __future__ import annotations
@@ -57,44 +58,54 @@ def group_of_test(nodeid: str) -> str:
     return group_of(nodeid.split("::", 1)[0])
 
 
-SECONDS_KEY = "workbook/group-seconds"  # {group: seconds its tests took in the last run that ran it}
+SECONDS_KEY = "workbook/test-seconds"  # {test node id: seconds it took, the last time it ran}
 
 
-def expected_seconds(kept: dict[str, float], tests: dict[str, int]) -> dict[str, float]:
-    """How long each group (with its number of tests) should take: the kept seconds, or for a group with
-    none kept (new, or the first run), its number of tests times the kept seconds per test (1 with none)."""
-    known = [group for group in tests if group in kept]
-    per_test = sum(kept[group] for group in known) / sum(tests[group] for group in known) if known else 1.0
-    return {group: kept.get(group, count * per_test) for group, count in tests.items()}
+def kept_seconds(config) -> dict[str, float]:
+    """The kept seconds per test; none without pytest's cache (-p no:cacheprovider) or where it holds no such dict."""
+    cache = getattr(config, "cache", None)  # set by pytest's cacheprovider plugin, when it is on
+    kept = cache.get(SECONDS_KEY, None) if cache is not None else None
+    if not isinstance(kept, dict):
+        return {}
+    return {test: float(seconds) for test, seconds in kept.items() if isinstance(seconds, (int, float))}
 
 
-class GroupSeconds:
-    """Adds up each group's setup, call and teardown times (in the process that reports them: the
-    controller under xdist) and keeps them in pytest's cache when the session ends."""
+def expected_seconds(kept: dict[str, float], groups: dict[str, list[str]]) -> dict[str, float]:
+    """How long each group {group: its tests' node ids} should take: the sum of its tests' kept seconds, a test
+    with none kept counting as the average kept test of these groups (1 s when none is kept)."""
+    known = [kept[test] for tests in groups.values() for test in tests if test in kept]
+    per_test = sum(known) / len(known) if known else 1.0
+    return {group: sum(kept.get(test, per_test) for test in tests) for group, tests in groups.items()}
+
+
+class SecondsPerTest:
+    """Adds up each test's setup, call and teardown times (in the process that reports them: the controller
+    under xdist) and keeps them in pytest's cache when the session ends, with those of tests that did not run."""
 
     def __init__(self, cache):
         self.cache = cache
         self.seconds: dict[str, float] = defaultdict(float)
 
     def pytest_runtest_logreport(self, report):
-        self.seconds[group_of_test(report.nodeid)] += report.duration
+        self.seconds[report.nodeid] += report.duration
 
-    def pytest_sessionfinish(self):
+    def pytest_sessionfinish(self, session):
         if self.seconds:
-            self.cache.set(SECONDS_KEY, {**self.cache.get(SECONDS_KEY, {}), **self.seconds})
+            self.cache.set(SECONDS_KEY, {**kept_seconds(session.config), **self.seconds})
 
 
 def pytest_configure(config):
     is_xdist_worker = hasattr(config, "workerinput")
-    if config.cache is not None and not is_xdist_worker:  # -p no:cacheprovider turns the cache off
-        config.pluginmanager.register(GroupSeconds(config.cache), "workbook-group-seconds")
+    cache = getattr(config, "cache", None)
+    if cache is not None and not is_xdist_worker:
+        config.pluginmanager.register(SecondsPerTest(cache), "workbook-test-seconds")
 
 
 @pytest.hookimpl(optionalhook=True)  # the hook is xdist's: `-p no:xdist` runs without it
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
 
-    kept = config.cache.get(SECONDS_KEY, {}) if config.cache is not None else {}
+    kept = kept_seconds(config)
 
     class ByGroup(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
@@ -103,15 +114,14 @@ def pytest_xdist_make_scheduler(config, log):
         def _assign_work_unit(self, node) -> None:
             # xdist hands out the front of its queue; put the longest group expected there first
             if kept:
-                tests = {group: len(work) for group, work in self.workqueue.items()}
-                seconds = expected_seconds(kept, tests)
-                self.workqueue.move_to_end(max(tests, key=seconds.__getitem__), last=False)
+                seconds = expected_seconds(kept, {group: list(tests) for group, tests in self.workqueue.items()})
+                self.workqueue.move_to_end(max(seconds, key=seconds.__getitem__), last=False)
             super()._assign_work_unit(node)
 
         def _reschedule(self, node) -> None:
             # xdist tops a worker up while it has 2 tests left; 1 is enough (a worker holds its last test
             # until it knows the next one), and a group handed out early may wait behind a long one
-            if not node.shutting_down and self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
+            if self.workqueue and self._pending_of(self.assigned_work[node]) > 1:
                 return
             super()._reschedule(node)
 
