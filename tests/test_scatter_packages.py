@@ -255,6 +255,21 @@ def test_integer_mean_rounds_down(package):
     assert package("mean", torch.tensor([-3, -4, 5, 2]), torch.tensor([0, 0, 1, 1])).tolist() == [-4, 3]
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
+def test_mean_returns_groups_of_no_or_one_element_exactly(package, dtype):
+    # The kernels divide every group by max(count, 1), without a branch: a group of 0 or 1 elements must come
+    # back bit for bit, -0.0, infinities and NaN included, as when it was not divided at all.
+    special = torch.tensor([-0.0, 0.0, float("inf"), float("-inf"), float("nan"), 1.5], dtype=dtype)
+    start = torch.cat([special, special, special])  # groups 0-5 get nothing, 6-11 one element, 12-17 two
+    index = torch.cat([torch.arange(6, 12), torch.arange(12, 18), torch.arange(12, 18)])
+    src = torch.cat([special, -special, special])
+    for out in (start.clone(), None):
+        got = package("mean", src, index, 0, out=out, dim_size=18)
+        expected = reference("mean", src, index, 0, out=None if out is None else start, dim_size=18)
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+        assert torch.equal(got.signbit(), expected.signbit()), (got, expected)
+
+
 def test_half_precision_sums_accumulate_in_float32(package):
     # Adding 1.0 to 2048.0 in float16 gives 2048.0 again (its spacing there is 2), so a float16 accumulator
     # stops at 2048; a float32 one reaches 4097, which rounds to 4096 on the way out.
