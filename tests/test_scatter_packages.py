@@ -258,16 +258,26 @@ def test_integer_mean_rounds_down(package):
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.float16, torch.bfloat16])
 def test_mean_returns_groups_of_no_or_one_element_exactly(package, dtype):
     # The kernels divide every group by max(count, 1), without a branch: a group of 0 or 1 elements must come
-    # back bit for bit, -0.0, infinities and NaN included, as when it was not divided at all.
+    # back as it was, -0.0 (which only a given out can hold: a fresh group starts at +0.0), infinities and NaN
+    # included; groups of 2 and 3 must be divided (by a division: x * (1 / 3) is not x / 3).
     special = torch.tensor([-0.0, 0.0, float("inf"), float("-inf"), float("nan"), 1.5], dtype=dtype)
-    start = torch.cat([special, special, special])  # groups 0-5 get nothing, 6-11 one element, 12-17 two
-    index = torch.cat([torch.arange(6, 12), torch.arange(12, 18), torch.arange(12, 18)])
-    src = torch.cat([special, -special, special])
+    start = torch.cat([special, special, special, special])  # groups 0-5 get nothing, 6-11 one, 12-17 two, 18-23 three
+    index = torch.cat([torch.arange(6, 12), torch.arange(12, 18), torch.arange(12, 18), torch.arange(18, 24).repeat(3)])
+    src = torch.cat([special, -special, special, torch.tensor([1.0, 2.0, 5.0, 7.0, 10.0, 11.0], dtype=dtype).repeat(3)])
     for out in (start.clone(), None):
-        got = package("mean", src, index, 0, out=out, dim_size=18)
-        expected = reference("mean", src, index, 0, out=None if out is None else start, dim_size=18)
+        got = package("mean", src, index, 0, out=out, dim_size=24)
+        expected = reference("mean", src, index, 0, out=None if out is None else start, dim_size=24)
         torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
         assert torch.equal(got.signbit(), expected.signbit()), (got, expected)
+
+
+def test_mean_of_an_empty_group_divides_by_one_as_the_reference_does(package):
+    # A division by 1 quiets a signalling NaN (bits 0x7f800001 -> 0x7fc00001); the reference divides by
+    # count.clamp_min(1) too, so an empty group's value comes back with the reference's bits.
+    start = torch.tensor([0x7F800001, 0x3FC00000], dtype=torch.int32).view(torch.float32)
+    got = package("mean", torch.tensor([2.0]), torch.tensor([1]), 0, out=start.clone())
+    expected = reference("mean", torch.tensor([2.0]), torch.tensor([1]), 0, out=start)
+    assert got.view(torch.int32).tolist() == expected.view(torch.int32).tolist()
 
 
 def test_half_precision_sums_accumulate_in_float32(package):
