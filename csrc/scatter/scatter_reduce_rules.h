@@ -67,14 +67,15 @@ C10_HOST_DEVICE inline bool wins(acc_t x, acc_t val, bool empty) {
   return beats<R>(x, val);
 }
 
-// A count of 0 or 1 leaves the sum as it is. In floating point the sum is divided by max(count, 1), without a
-// branch: a division by 1 returns every number, +-0, +-inf and a quiet NaN unchanged (it quiets a signalling NaN and,
+// A count of 0 or 1 leaves the sum as it is. In floating point the sum is divided by max(count, 1), without a branch: a
+// division by 1 returns +-0, +-inf, a quiet NaN and every normal number unchanged (it quiets a signalling NaN and,
 // under torch.set_flush_denormal(True), flushes a subnormal to 0, as the reference's division by count.clamp_min(1)
-// does). Over a random index with about as many groups as elements the counts are about Poisson(1): count <= 1 in
-// 74% of the groups and >= 2 in 26%, at random, and on the CPU a branch on it was mispredicted often enough to cost
-// more than the reduction (10^6 float32 elements into 10^6 groups, one thread: 6.8 -> 3.2 ms, side by side). The
-// price is a division for every group, where almost all are empty: 10^4 or 10^5 elements into 10^6 groups took
-// 0.4-0.6 ms longer. (The CUDA kernels use the same rule; not timed on a GPU.)
+// does). Over a random index with about as many groups as elements the counts are about Poisson(1): count <= 1 in 74%
+// of the groups and >= 2 in 26%, at random, and on the CPU a branch on it was mispredicted often enough to cost more
+// than the reduction (10^6 float32 elements into 10^6 groups, a random index, one thread: 6.8 -> 3.2 ms a call, old and
+// new builds timed in turn in alternating processes). The price is a division for every group, where almost all are
+// empty: 10^4 or 10^5 elements into 10^6 groups took 0.4-0.6 ms longer. (The CUDA kernels use the same rule; not timed
+// on a GPU.)
 template <typename acc_t>
 C10_HOST_DEVICE inline acc_t divide(acc_t sum, int64_t count) {
   if constexpr (std::is_integral_v<acc_t>) {
