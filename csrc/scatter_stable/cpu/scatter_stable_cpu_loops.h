@@ -258,12 +258,13 @@ template <typename scalar_t, typename acc_t, Reduce R, bool masked>
 [[gnu::noinline]] void reduce_elements(const scalar_t* s, const int64_t* ix, const Geometry& g, int64_t j0, int64_t j1,
                                        acc_t* val, int64_t* extra, bool fresh) {
   const int64_t step = g.is1;
-  // An output larger than the caches: ask for the output element of a later position early. The output is `val`
-  // and `extra` (the count or the argument index); below 1 MiB of both, prefetching only cost instructions. Side by
-  // side, 10^5 float32 or float64 elements summed into 10^5 random groups (0.4 or 0.8 MB) ran 3-10 % faster without
-  // it, while max over the same groups (1.2 MB with its argument index) ran 1.5x slower without it.
+  // Ask for the output element of a later position early when the output outgrows a core's L2 (512 KiB on the
+  // machine these limits were measured on). A sum writes only `val` and does without it up to 1 MiB: 10^5
+  // float32 or float64 elements summed into 10^5 random groups (400 or 800 KB, one task) ran 5-11 % faster
+  // without it. Mean, min and max also update `extra` (the count or the argument index), so they prefetch above
+  // 256 KiB of both: float32 max over 8.5 x 10^4 groups (1 MB with its argument index) ran 1.5x slower without.
   const int64_t output_bytes = g.m * static_cast<int64_t>(sizeof(acc_t) + (extra ? sizeof(int64_t) : 0));
-  const bool large = output_bytes > (1 << 20);
+  const bool large = output_bytes > (extra ? (1 << 18) : (1 << 20));
   for (int64_t c0 = j0; c0 < j1; c0 += kChunk) {
     const int64_t c1 = std::min(j1, c0 + kChunk);
     // Runs averaging kShortRun or more are possible only if the chunk's ends lie close together (a sorted index
