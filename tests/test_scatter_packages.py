@@ -313,17 +313,18 @@ def runs_and_scatter(length, groups, g):
 
 
 @pytest.mark.parametrize("op", OPS)
-@pytest.mark.parametrize("columns", [1, 15, 16, 17, 64])
+@pytest.mark.parametrize("columns", [1, 15, 16, 17, 64, 100])
 def test_runs_of_rows_and_scattered_stretches_match_the_reference(package, op, columns):
-    # Runs of equal index values are folded as a whole (1-D: a run at a time; [N, C]: sixteen columns at a time
-    # over a run of rows, the columns left over a row at a time); stretches of scattered values go one at a time.
+    # Runs of equal index values are folded as a whole (1-D: a run at a time; [N, C]: a block of columns at a time
+    # over a run of rows, 64 float32 columns or 16 of 8-byte sums, then blocks of 16, the columns left over a row at
+    # a time); stretches of scattered values go one at a time. Integer values: every order sums them exactly.
     # Both, over several chunks of the loops, with 1 and 2 threads (40,000 elements or more: both thread counts
     # split the work).
     g = torch.Generator().manual_seed(columns)
     rows = max(2048, 40_000 // columns)
     index = runs_and_scatter(rows, 6, g)
     shape = (rows,) if columns == 1 else (rows, columns)
-    for dtype in (torch.float64, torch.int8):
+    for dtype in (torch.float64, torch.float32, torch.int8):
         src = integer_valued(shape, dtype, g) * (12 if dtype == torch.int8 else 1)  # int8 sums wrap
         expected = reference(op, src, index, 0, None, 7)
         for threads in (1, 2):
