@@ -220,11 +220,13 @@ int64_t fold_runs(const scalar_t* s, const int64_t* ix, int64_t step, int64_t c0
 // (sum and mean only). A block of columns at a time, the output's values are loaded into registers, the run's
 // rows added to them in order (the order of one row at a time) and stored once per run, not once per src
 // row. Loaded first, not added at the end: GCC 12 vectorized that last add into scalar code with shuffles.
-// Blocks of 64 float columns where the row is that wide (256 bytes: the sixteen SSE registers of the x86-64
-// baseline these files compile for), then of sixteen. Each block is one pass down the run; in blocks of
-// sixteen, rows of 64 floats were read in four strided streams. In one pass, sorted [N, 64] float32 sums and
-// means of 10^7 elements took 0.51-0.74 of the time (10^6: 0.66-0.98; 2 threads, side by side). float64 in
-// blocks of 32 took 0.88-1.09 of the time, so 8-byte sums keep blocks of sixteen.
+// Runs of eight rows or more fold 64 float columns per block where the row is that wide (256 bytes, as much as
+// the sixteen SSE registers of the x86-64 baseline these files compile for hold; GCC 12 keeps fourteen in
+// registers and spills two), then blocks of sixteen. Each block is one pass down the run; in blocks of sixteen,
+// rows of 64 floats were read in four strided streams. Side by side (2 threads), sorted [N, 64] float32 sums of
+// 10^7 elements in 10 or 1,000 groups took 0.53-0.55 of the time, and means 0.6. Runs of 3-4 rows were up to
+// 1.27x slower in blocks of 64 (the setup and the spills are paid per block), hence the eight. Blocks of 32
+// (no spills) were no faster. 8-byte sums keep blocks of sixteen: float64 in blocks of 32 was no faster overall.
 // The columns left over (all of them below sixteen) are added a row at a time, as fold_row does: down a
 // column, one at a time, they were up to 2.7x slower. Integers add up in int64 and wrap once, as in fold_run.
 template <int64_t kColumns, typename part_t, typename scalar_t, typename acc_t>
@@ -244,7 +246,8 @@ inline void fold_rows(const scalar_t* __restrict s, int64_t inner, int64_t j0, i
   using part_t = std::conditional_t<std::is_integral_v<acc_t>, int64_t, acc_t>;
   int64_t i = i0;
   if constexpr (sizeof(part_t) == 4)
-    for (; i + 64 <= i1; i += 64) fold_rows_block<64, part_t>(s, inner, j0, j1, i, v);
+    if (j1 - j0 >= 8)
+      for (; i + 64 <= i1; i += 64) fold_rows_block<64, part_t>(s, inner, j0, j1, i, v);
   for (; i + 16 <= i1; i += 16) fold_rows_block<16, part_t>(s, inner, j0, j1, i, v);
   if (i < i1)
     for (int64_t j = j0; j < j1; ++j)
