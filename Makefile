@@ -25,10 +25,11 @@ setup: system-packages $(VENV)/.installed
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/course/suite_groups.py hands
-# them whole chapters (a chapter's notebooks and the tests that share its files under build/ run on one).
+# Three workers (pytest-xdist) on two cores: while one waits (for a compiler, a kernel, a child process),
+# the other two keep both cores busy; workbook/course/suite_groups.py hands them whole chapters (a chapter's
+# notebooks and the tests that share its files under build/ run on one).
 # PYTEST_ARGS replaces the default arguments, e.g. make test PYTEST_ARGS=tests/test_build.py
-PYTEST_ARGS ?= -n 2
+PYTEST_ARGS ?= -n 3
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 

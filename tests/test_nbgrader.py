@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbgrader.api import Gradebook
 
 from workbook.course import generate
@@ -44,32 +45,37 @@ def make_course(root: Path, names) -> Path:
     return root
 
 
-def test_generate_assignment_writes_the_workbooks_stubs_for_python_and_cpp(tmp_path):
-    course = make_course(tmp_path, generate.chapter_names())
+@pytest.fixture(scope="module")
+def released_course(tmp_path_factory) -> Path:
+    """Every chapter as one nbgrader assignment, generated once for this file's tests."""
+    course = make_course(tmp_path_factory.mktemp("course"), generate.chapter_names())
     nbgrader(course, "generate_assignment", "workbook", "--force")
+    return course
 
+
+def test_generate_assignment_writes_the_workbooks_stubs_for_python_and_cpp(released_course):
     for name in generate.chapter_names():
-        released = nbformat.read(course / "release" / "workbook" / f"{name}.ipynb", as_version=4)
+        released = nbformat.read(released_course / "release" / "workbook" / f"{name}.ipynb", as_version=4)
         learners = nbformat.read(generate.NOTEBOOKS / f"{name}.ipynb", as_version=4)
         assert [c.source for c in released.cells] == [c.source for c in learners.cells], name
 
 
-def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_exercise(tmp_path):
-    chapter = "01_python_extensions"
-    course = make_course(tmp_path, [chapter])
-    nbgrader(course, "generate_assignment", "workbook", "--force")
+def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_exercise(released_course):
+    # only this chapter is submitted; nbgrader skips the assignment's other notebooks
+    chapter, course = "01_python_extensions", released_course
 
     solved = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
-    one_wrong = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
-    [cell] = [c for c in one_wrong.cells if c.metadata.get("nbgrader", {}).get("grade_id") == "ex1-gated-unit"]
-    assert "grad_x = grad_y * gate" in cell.source
-    cell.source = cell.source.replace("grad_x = grad_y * gate", "grad_x = grad_y")  # forgets the gate
-    submissions = {
-        "solved": solved,
-        "one_wrong": one_wrong,
-        "untouched": nbformat.read(generate.NOTEBOOKS / f"{chapter}.ipynb", as_version=4),
-    }
-    for student, notebook in submissions.items():
+    answers = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell.source for cell in solved.cells}
+    assert "grad_x = grad_y * gate" in answers["ex1-gated-unit"]
+    # one wrong answer, one right one, two exercises left as the stubs they were handed out as
+    partly_done = nbformat.read(generate.NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
+    for cell in partly_done.cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
+        if grade_id == "ex1-gated-unit":
+            cell.source = answers[grade_id].replace("grad_x = grad_y * gate", "grad_x = grad_y")  # forgets the gate
+        elif grade_id == "ex1-leaky-relu":
+            cell.source = answers[grade_id]
+    for student, notebook in {"solved": solved, "partly_done": partly_done}.items():
         folder = course / "submitted" / student / "workbook"
         folder.mkdir(parents=True)
         nbformat.write(notebook, folder / f"{chapter}.ipynb")
@@ -85,7 +91,10 @@ def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_e
 
         solved_scores, max_score = scores("solved")
         assert max_score == 8 and set(solved_scores.values()) == {2}
-        wrong_scores, _ = scores("one_wrong")
-        assert wrong_scores == dict(solved_scores, **{"ex1-gated-unit-check": 0})
-        untouched_scores, _ = scores("untouched")
-        assert set(untouched_scores.values()) == {0}
+        partly_done_scores, _ = scores("partly_done")
+        assert partly_done_scores == {
+            "ex1-gated-unit-check": 0,
+            "ex1-leaky-relu-check": 2,
+            "ex1-row-max-check": 0,
+            "ex1-softplus-check": 0,
+        }
