@@ -61,19 +61,20 @@ def test_generate_assignment_writes_the_workbooks_stubs_for_python_and_cpp(relea
 
 
 def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_exercise(released_course):
-    # only this chapter is submitted; nbgrader skips the assignment's other notebooks
+    # only this chapter is submitted: nbgrader logs "No submitted file" for the others and scores them 0
     chapter, course = "01_python_extensions", released_course
 
     solved = nbformat.read(generate.SOLUTIONS / f"{chapter}.ipynb", as_version=4)
     answers = {cell.metadata.get("nbgrader", {}).get("grade_id"): cell.source for cell in solved.cells}
     assert "grad_x = grad_y * gate" in answers["ex1-gated-unit"]
-    # one wrong answer, one right one, two exercises left as the stubs they were handed out as
+    # 1.1 wrong, 1.2 left as the stub it was handed out as, 1.3 and 1.4 right: each right answer comes after a
+    # wrong one and a stub, so a check that leaned on another exercise would lose its points
     partly_done = nbformat.read(generate.NOTEBOOKS / f"{chapter}.ipynb", as_version=4)
     for cell in partly_done.cells:
         grade_id = cell.metadata.get("nbgrader", {}).get("grade_id")
         if grade_id == "ex1-gated-unit":
             cell.source = answers[grade_id].replace("grad_x = grad_y * gate", "grad_x = grad_y")  # forgets the gate
-        elif grade_id == "ex1-leaky-relu":
+        elif grade_id in ("ex1-row-max", "ex1-softplus"):
             cell.source = answers[grade_id]
     for student, notebook in {"solved": solved, "partly_done": partly_done}.items():
         folder = course / "submitted" / student / "workbook"
@@ -94,7 +95,7 @@ def test_autograde_gives_full_marks_to_solutions_none_to_stubs_and_counts_each_e
         partly_done_scores, _ = scores("partly_done")
         assert partly_done_scores == {
             "ex1-gated-unit-check": 0,
-            "ex1-leaky-relu-check": 2,
-            "ex1-row-max-check": 0,
-            "ex1-softplus-check": 0,
+            "ex1-leaky-relu-check": 0,
+            "ex1-row-max-check": 2,
+            "ex1-softplus-check": 2,
         }

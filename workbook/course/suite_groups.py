@@ -1,7 +1,7 @@
 """A pytest plugin that keeps together what must not run at the same time when the suite runs on several workers.
 
-`make test` runs pytest on three pytest-xdist workers on two cores: while one waits (for a compiler, a kernel,
-a child process), the other two keep the cores busy.
+`make test` runs pytest on three pytest-xdist workers on two cores (with two, the cores were often not both
+busy: much of the suite is one single-threaded process waiting on another).
 This plugin gives xdist a scheduler that hands out whole groups, each run on one worker, in order:
 
 * a notebook's cells share one kernel, so a notebook is one group; both copies of a chapter (notebooks/
