@@ -25,11 +25,10 @@ setup: system-packages $(VENV)/.installed
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Three workers (pytest-xdist) on two cores: with two, the cores were often not both busy (much of the suite is
-# one single-threaded process waiting on another); workbook/course/suite_groups.py hands them whole chapters (a
-# chapter's notebooks and the tests that share its files under build/ run on one).
+# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/course/suite_groups.py hands
+# them whole chapters (a chapter's notebooks and the tests that share its files under build/ run on one).
 # PYTEST_ARGS replaces the default arguments, e.g. make test PYTEST_ARGS=tests/test_build.py
-PYTEST_ARGS ?= -n 3
+PYTEST_ARGS ?= -n 2
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 

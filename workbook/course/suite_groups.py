@@ -1,7 +1,6 @@
-"""A pytest plugin that keeps together what must not run at the same time when the suite runs on several workers.
+"""A pytest plugin that keeps together what must not run at the same time when the suite runs on two workers.
 
-`make test` runs pytest on three pytest-xdist workers on two cores (with two, the cores were often not both
-busy: much of the suite is one single-threaded process waiting on another).
+`make test` runs pytest on two pytest-xdist workers: while one waits for a compiler, the other runs Python.
 This plugin gives xdist a scheduler that hands out whole groups, each run on one worker, in order:
 
 * a notebook's cells share one kernel, so a notebook is one group; both copies of a chapter (notebooks/
@@ -14,7 +13,7 @@ Builds themselves are safe in parallel (workbook.build holds a lock per extensio
 project); the groups are for the other files a chapter and its tests share.
 
 The longest groups go first, and a worker is handed its next group only when it is down to its last test:
-then the workers finish close together, rather than one running a long group alone at the end. How long
+then the two workers finish close together, rather than one running a long group alone at the end. How long
 each test took is kept in pytest's cache (.pytest_cache/, git-ignored) after every run, and a group is expected
 to take the sum over the tests it has now; a test with no kept time counts as the average kept test. On the
 first run, with nothing kept, groups with more tests go first (xdist's own order).
