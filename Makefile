@@ -25,10 +25,11 @@ setup: system-packages $(VENV)/.installed
 lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
-# Two workers (pytest-xdist): one compiles while the other runs Python; workbook/course/suite_groups.py hands
-# them whole chapters (a chapter's notebooks and the tests that share its files under build/ run on one).
+# pytest-xdist workers: one compiles while another runs Python. workbook/course/suite_groups.py chooses how many
+# for -n auto (two, or three when the last run found its builds done) and hands them whole chapters (a chapter's
+# notebooks and the tests that share its files under build/ run on one).
 # PYTEST_ARGS replaces the default arguments, e.g. make test PYTEST_ARGS=tests/test_build.py
-PYTEST_ARGS ?= -n 2
+PYTEST_ARGS ?= -n auto
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 

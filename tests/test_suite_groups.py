@@ -133,15 +133,71 @@ def test_a_cache_entry_of_another_shape_counts_as_no_kept_times(stored):
     assert suite_groups.kept_seconds(config) == {}
 
 
-def test_the_seconds_are_kept_in_a_real_run_and_the_cache_can_be_off(tmp_path):
+def test_the_seconds_are_kept_in_a_real_run_and_the_next_run_starts_three_workers(tmp_path):
     (tmp_path / "test_a.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     (tmp_path / "test_b.py").write_text("def test_three():\n    pass\n")
-    run = [sys.executable, "-m", "pytest", "-q", "-p", "xdist", "-p", "workbook.course.suite_groups", "-n", "2"]
+    # the plugin before xdist, as `make test` loads them (addopts, then installed plugins): its hook must still win
+    run = [sys.executable, "-m", "pytest", "-p", "workbook.course.suite_groups", "-p", "xdist", "-n", "auto"]
     env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # no nbval and others: seconds less to start
+    env.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
     done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
+    assert "created: 2/2 workers" in done.stdout  # nothing kept yet
     kept = json.loads((tmp_path / ".pytest_cache" / "v" / "workbook" / "test-seconds").read_text())
     assert set(kept) == {"test_a.py::test_one", "test_a.py::test_two", "test_b.py::test_three"}
 
+    done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
+    assert "created: 3/3 workers" in done.stdout  # the kept seconds add up to far less than a cold suite's
+
     done = subprocess.run([*run, "-p", "no:cacheprovider"], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
+    assert "created: 2/2 workers" in done.stdout  # without the cache, nothing is known of the last run
+
+
+class IniConfig:
+    """What the worker-count hook reads of pytest's config: the root folder and the cache_dir setting."""
+
+    def __init__(self, root, cache_dir=".pytest_cache"):
+        self.rootpath, self.cache_dir = root, cache_dir
+
+    def getini(self, name):
+        assert name == "cache_dir"
+        if self.cache_dir is None:
+            raise ValueError("unknown configuration value: 'cache_dir'")  # as pytest says with no:cacheprovider
+        return self.cache_dir
+
+
+@pytest.mark.parametrize(
+    ("kept", "workers"),
+    [
+        (None, 2),  # no file: a first run
+        ("not json", 2),
+        ({"t::a": 600.0, "t::b": 500.0}, 3),  # 1,100 s: the last run's builds were done
+        ({"t::a": 600.0, "t::b": 600.0}, 2),  # 1,200 s: it compiled
+        ({"t::a": 900.0, "t::b": "300"}, 3),  # what is not a number does not count
+    ],
+)
+def test_auto_starts_three_workers_only_after_a_run_whose_tests_took_under_the_warm_total(
+    tmp_path, monkeypatch, kept, workers
+):
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    if kept is not None:
+        kept_file = tmp_path / ".pytest_cache" / "v" / suite_groups.SECONDS_KEY
+        kept_file.parent.mkdir(parents=True)
+        kept_file.write_text(kept if isinstance(kept, str) else json.dumps(kept))
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == workers
+
+
+def test_a_kept_file_elsewhere_is_found_and_no_cache_means_two(tmp_path, monkeypatch):
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    kept_file = tmp_path / "elsewhere" / "v" / suite_groups.SECONDS_KEY
+    kept_file.parent.mkdir(parents=True)
+    kept_file.write_text(json.dumps({"t::a": 1.0}))
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, "elsewhere")) == 3
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, None)) == 2
+
+
+def test_xdists_own_variable_still_chooses(tmp_path, monkeypatch):
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) is None  # xdist's hook then reads it
