@@ -26,8 +26,8 @@ lab: setup
 	$(PY) -m jupyter lab --no-browser --ip=127.0.0.1 --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/workbook/jupyterlab_settings $(if $(filter 0,$(shell id -u)),--allow-root)
 
 # pytest-xdist workers: one compiles while another runs Python. workbook/course/suite_groups.py chooses how many
-# for -n auto (two, or three when the last run found its builds done) and hands them whole chapters (a chapter's
-# notebooks and the tests that share its files under build/ run on one).
+# for -n auto (two, or three where the last run found its builds done; see README) and hands them whole chapters
+# (a chapter's notebooks and the tests that share its files under build/ run on one).
 # PYTEST_ARGS replaces the default arguments, e.g. make test PYTEST_ARGS=tests/test_build.py
 PYTEST_ARGS ?= -n auto
 test: setup

@@ -2,9 +2,9 @@
 
 The notebook test runs a two-cell notebook twice with nbclient, the way `workbook.course.generate` stores
 chapters: once with a real compile (a C++ file including <regex>, compiled by ninja through
-`build.run_build_step`, 0.8 s on an idle machine, where the line shows after 0.1 s) and once warm (ninja has nothing to do). The cold run must have shown the
-line; both runs must store the same outputs; and nbval, as `make test` runs it, must accept the stored
-notebook while the build runs cold again."""
+`build.run_build_step`, 0.8 s on an idle machine, where the line shows after 0.1 s) and once warm (ninja
+has nothing to do). The cold run must have shown the line; both runs must store the same outputs; and
+nbval, as `make test` runs it, must accept the stored notebook while the build runs cold again."""
 
 import json
 import shutil

@@ -125,9 +125,12 @@ def test_each_tests_seconds_are_added_up_and_kept_with_those_of_tests_this_run_d
     session = type("Session", (), {"config": type("Config", (), {"cache": cache})()})()
     recorder.pytest_sessionfinish(session)
     assert cache[suite_groups.SECONDS_KEY] == {"tests/test_other.py::test_x": 7.0, "tests/test_slow.py::test_a": 1.75}
+    assert cache[suite_groups.BUILDS_KEY] == suite_groups.builds_in_use()
 
 
-@pytest.mark.parametrize("stored", [None, [1, 2], "text", {"t::a": "1"}, {"t::a": None}])
+@pytest.mark.parametrize(
+    "stored", [None, [1, 2], "text", {"t::a": "1"}, {"t::a": None}, {"t::a": float("inf")}, {"t::a": 10**400}]
+)
 def test_a_cache_entry_of_another_shape_counts_as_no_kept_times(stored):
     config = type("Config", (), {"cache": FakeCache({suite_groups.SECONDS_KEY: stored})})()
     assert suite_groups.kept_seconds(config) == {}
@@ -136,9 +139,10 @@ def test_a_cache_entry_of_another_shape_counts_as_no_kept_times(stored):
 def test_the_seconds_are_kept_in_a_real_run_and_the_next_run_starts_three_workers(tmp_path):
     (tmp_path / "test_a.py").write_text("def test_one():\n    pass\n\ndef test_two():\n    pass\n")
     (tmp_path / "test_b.py").write_text("def test_three():\n    pass\n")
+    (tmp_path / "build").mkdir()
     # the plugin before xdist, as `make test` loads them (addopts, then installed plugins): its hook must still win
     run = [sys.executable, "-m", "pytest", "-p", "workbook.course.suite_groups", "-p", "xdist", "-n", "auto"]
-    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1")  # no nbval and others: seconds less to start
+    env = dict(os.environ, PYTEST_DISABLE_PLUGIN_AUTOLOAD="1", WORKBOOK_BUILD_DIR=str(tmp_path / "build"))
     env.pop("PYTEST_XDIST_AUTO_NUM_WORKERS", None)
     done = subprocess.run(run, cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0 and "3 passed" in done.stdout, done.stdout + done.stderr
@@ -156,16 +160,40 @@ def test_the_seconds_are_kept_in_a_real_run_and_the_next_run_starts_three_worker
 
 
 class IniConfig:
-    """What the worker-count hook reads of pytest's config: the root folder and the cache_dir setting."""
+    """What the worker-count hook reads of pytest's config: the root folder, the cache_dir setting, --cache-clear."""
 
-    def __init__(self, root, cache_dir=".pytest_cache"):
-        self.rootpath, self.cache_dir = root, cache_dir
+    def __init__(self, root, cache_dir=".pytest_cache", cache_clear=False):
+        self.rootpath, self.cache_dir, self.cache_clear = root, cache_dir, cache_clear
 
     def getini(self, name):
         assert name == "cache_dir"
         if self.cache_dir is None:
             raise ValueError("unknown configuration value: 'cache_dir'")  # as pytest says with no:cacheprovider
         return self.cache_dir
+
+    def getoption(self, name, default):
+        assert name == "cacheclear"
+        return self.cache_clear
+
+
+@pytest.fixture
+def last_run(tmp_path, monkeypatch):
+    """Writes what a finished run keeps (its seconds per test, and where and with which torch it built) into
+    tmp_path/.pytest_cache, with this run building in tmp_path/build."""
+    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
+    monkeypatch.setattr(suite_groups, "BUILD_DIR", tmp_path / "build")
+    (tmp_path / "build").mkdir()
+    values = tmp_path / ".pytest_cache" / "v"
+
+    def write(kept, builds="this run's"):
+        for key, value in ((suite_groups.SECONDS_KEY, kept), (suite_groups.BUILDS_KEY, builds)):
+            if value is None:
+                continue
+            value = suite_groups.builds_in_use() if value == "this run's" else value
+            (values / key).parent.mkdir(parents=True, exist_ok=True)
+            (values / key).write_text(value if isinstance(value, str) else json.dumps(value))
+
+    return write
 
 
 @pytest.mark.parametrize(
@@ -174,30 +202,48 @@ class IniConfig:
         (None, 2),  # no file: a first run
         ("not json", 2),
         ({"t::a": 600.0, "t::b": 500.0}, 3),  # 1,100 s: the last run's builds were done
+        ({"t::a": 600.0, "t::b": 599.9}, 3),
         ({"t::a": 600.0, "t::b": 600.0}, 2),  # 1,200 s: it compiled
         ({"t::a": 900.0, "t::b": "300"}, 3),  # what is not a number does not count
+        ({"t::a": 900.0, "t::b": 10**400}, 3),  # nor what no float can hold
     ],
 )
 def test_auto_starts_three_workers_only_after_a_run_whose_tests_took_under_the_warm_total(
-    tmp_path, monkeypatch, kept, workers
+    tmp_path, last_run, kept, workers
 ):
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    if kept is not None:
-        kept_file = tmp_path / ".pytest_cache" / "v" / suite_groups.SECONDS_KEY
-        kept_file.parent.mkdir(parents=True)
-        kept_file.write_text(kept if isinstance(kept, str) else json.dumps(kept))
+    last_run(kept)
     assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == workers
 
 
-def test_a_kept_file_elsewhere_is_found_and_no_cache_means_two(tmp_path, monkeypatch):
-    monkeypatch.delenv("PYTEST_XDIST_AUTO_NUM_WORKERS", raising=False)
-    kept_file = tmp_path / "elsewhere" / "v" / suite_groups.SECONDS_KEY
-    kept_file.parent.mkdir(parents=True)
-    kept_file.write_text(json.dumps({"t::a": 1.0}))
+def test_three_workers_only_where_the_last_run_built_here_with_this_torch(tmp_path, last_run):
+    warm = {"t::a": 100.0}
+    last_run(warm, builds=None)  # kept by a version that did not say where it built
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 2
+    last_run(warm, builds={**suite_groups.builds_in_use(), "build_dir": str(tmp_path / "build-torch-2.14.1")})
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 2  # make test-torch built elsewhere
+    last_run(warm, builds={**suite_groups.builds_in_use(), "torch": "2.12.0"})
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 2  # torch changed since
+    last_run(warm)
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 3
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, cache_clear=True)) == 2
+    (tmp_path / "build").rmdir()
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 2  # the builds were deleted
+
+
+def test_the_cache_is_found_where_pytest_keeps_it_and_no_cache_means_two(tmp_path, last_run, monkeypatch):
+    last_run({"t::a": 1.0})
+    (tmp_path / ".pytest_cache").rename(tmp_path / "elsewhere")
     assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, "elsewhere")) == 3
+    monkeypatch.setenv("WHERE_THE_CACHE_IS", str(tmp_path / "elsewhere"))
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, "$WHERE_THE_CACHE_IS")) == 3
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(Path("/"), "~/elsewhere")) == 3
     assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path, None)) == 2
 
 
-def test_xdists_own_variable_still_chooses(tmp_path, monkeypatch):
+def test_xdists_own_variable_chooses_when_it_is_a_number(tmp_path, last_run, monkeypatch):
+    last_run({"t::a": 1.0})
     monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "5")
     assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) is None  # xdist's hook then reads it
+    monkeypatch.setenv("PYTEST_XDIST_AUTO_NUM_WORKERS", "three")  # xdist would count the CPUs
+    assert suite_groups.pytest_xdist_auto_num_workers(IniConfig(tmp_path)) == 3

@@ -14,7 +14,7 @@ Builds themselves are safe in parallel (workbook.build holds a lock per extensio
 project); the groups are for the other files a chapter and its tests share.
 
 The longest groups go first, and a worker is handed its next group only when it is down to its last test:
-then the two workers finish close together, rather than one running a long group alone at the end. How long
+then the workers finish close together, rather than one running a long group alone at the end. How long
 each test took is kept in pytest's cache (.pytest_cache/, git-ignored) after every run, and a group is expected
 to take the sum over the tests it has now; a test with no kept time counts as the average kept test. On the
 first run, with nothing kept, groups with more tests go first (xdist's own order).
@@ -23,11 +23,15 @@ first run, with nothing kept, groups with more tests go first (xdist's own order
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections import defaultdict
-from pathlib import PurePosixPath
+from importlib import metadata
+from pathlib import Path, PurePosixPath
 
 import pytest
+
+from workbook import BUILD_DIR
 
 # test file -> the chapter whose files under build/ it writes too
 CHAPTER_OF_TEST = {
@@ -62,6 +66,16 @@ def group_of_test(nodeid: str) -> str:
 
 
 SECONDS_KEY = "workbook/test-seconds"  # {test node id: seconds it took, the last time it ran}
+BUILDS_KEY = "workbook/last-run-builds"  # what the last run built with: the result of builds_in_use()
+
+
+def builds_in_use() -> dict[str, str]:
+    """Where this run builds (WORKBOOK_BUILD_DIR, which `make test-torch` changes) and with which torch."""
+    try:
+        torch_version = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        torch_version = ""
+    return {"build_dir": str(BUILD_DIR), "torch": torch_version}
 
 
 def kept_seconds(config) -> dict[str, float]:
@@ -71,9 +85,17 @@ def kept_seconds(config) -> dict[str, float]:
 
 
 def as_seconds(kept) -> dict[str, float]:
+    """The entries of a kept {test: seconds} that are finite numbers of seconds; {} for anything else."""
     if not isinstance(kept, dict):
         return {}
-    return {test: float(seconds) for test, seconds in kept.items() if isinstance(seconds, (int, float))}
+    return {test: float(seconds) for test, seconds in kept.items() if is_finite_number(seconds)}
+
+
+def is_finite_number(value) -> bool:
+    try:
+        return isinstance(value, (int, float)) and math.isfinite(value)
+    except OverflowError:  # an int too large for a float
+        return False
 
 
 def expected_seconds(kept: dict[str, float], groups: dict[str, list[str]]) -> dict[str, float]:
@@ -98,6 +120,7 @@ class SecondsPerTest:
     def pytest_sessionfinish(self, session):
         if self.seconds:
             self.cache.set(SECONDS_KEY, {**kept_seconds(session.config), **self.seconds})
+            self.cache.set(BUILDS_KEY, builds_in_use())
 
 
 def pytest_configure(config):
@@ -116,19 +139,30 @@ WARM_SUITE_SECONDS = 1200
 def pytest_xdist_auto_num_workers(config):
     """How many workers `-n auto` starts: three where the last run found its builds done, else two.
 
-    Measured on two cores: with builds done, a third worker keeps the cores busier (1.9 of 2 on average) and
-    the suite took 255-259 s against 287 s on two. While everything compiles, each worker's ninja runs
-    several compilers, and the one cold run on three took 1,058 s of pytest (other work ran beside it)
-    against 814-880 s on two. xdist's own variable, PYTEST_XDIST_AUTO_NUM_WORKERS, still wins."""
-    if os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
-        return None  # xdist's own hook reads it
-    # pytest's cache (config.cache) is opened only after xdist has asked this: read the file it keeps
+    "Done": the kept seconds add up to under WARM_SUITE_SECONDS, and the last run built where this one builds
+    (the same build folder, still there) with the same torch. Not checked: whether a source changed since.
+    Measured on two cores, warm, back to back in one checkout: 244 and 226 s on three workers against 265 s
+    on two (this session), 255-274 s against 287 s (an earlier one); with three, the cores were 1.9 busy of 2.
+    Cold, each worker's ninja runs several compilers; the one cold run on three took 1,058 s of pytest (other
+    work ran beside it), against 813.5 and 880.5 s on two. A whole-number PYTEST_XDIST_AUTO_NUM_WORKERS wins."""
     try:
-        kept_file = config.rootpath / config.getini("cache_dir") / "v" / SECONDS_KEY
-        kept = as_seconds(json.loads(kept_file.read_text()))
+        int(os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS", ""))
+        return None  # xdist's own hook uses it
+    except ValueError:
+        pass
+    if config.getoption("cacheclear", False):
+        return 2  # pytest empties the cache after this hook
+    # pytest's cache (config.cache) is opened only after xdist has asked this: read the files it keeps, where
+    # pytest keeps them (cache_dir, with ~ and $VARIABLES expanded, relative to the root folder)
+    try:
+        cache_dir = Path(os.path.expandvars(os.path.expanduser(config.getini("cache_dir"))))
+        values = config.rootpath / cache_dir / "v"
+        kept = as_seconds(json.loads((values / SECONDS_KEY).read_text()))
+        last_builds = json.loads((values / BUILDS_KEY).read_text())
     except (ValueError, OSError):  # no cache_dir setting (-p no:cacheprovider), no file, or not JSON
-        kept = {}
-    return 3 if kept and sum(kept.values()) < WARM_SUITE_SECONDS else 2
+        return 2
+    warm = kept and sum(kept.values()) < WARM_SUITE_SECONDS and last_builds == builds_in_use() and BUILD_DIR.is_dir()
+    return 3 if warm else 2
 
 
 @pytest.hookimpl(optionalhook=True)  # the hook is xdist's: `-p no:xdist` runs without it
