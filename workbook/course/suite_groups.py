@@ -141,8 +141,9 @@ def pytest_xdist_auto_num_workers(config):
 
     "Done": the kept seconds add up to under WARM_SUITE_SECONDS, and the last run built where this one builds
     (the same build folder, still there) with the same torch. Not checked: whether a source changed since.
-    Measured on two cores, warm, back to back in one checkout: 244 and 226 s on three workers against 265 s
-    on two (this session), 255-274 s against 287 s (an earlier one); with three, the cores were 1.9 busy of 2.
+    Measured on two cores, warm, back to back in one checkout: 244 and 226 s on three workers after 265 s on
+    two, 284.5 s on three after 267 s on two (an hour later), 255-274 s on three against 287 s on two (an
+    earlier session); with three, the cores were 1.9 busy of 2.
     Cold, each worker's ninja runs several compilers; the one cold run on three took 1,058 s of pytest (other
     work ran beside it), against 813.5 and 880.5 s on two. A whole-number PYTEST_XDIST_AUTO_NUM_WORKERS wins."""
     try:
