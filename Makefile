@@ -86,8 +86,12 @@ system-packages:
 $(VENV)/.installed: requirements.txt
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV) || { echo "Could not create $(VENV) with $(PYTHON) -m venv."; exit 1; }
 	@# On a terminal pip shows its download progress (torch is a large download); in logs it stays quiet.
-	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check \
+	@# pip would compile each installed module to bytecode, one file after another (about 40 s of CPU here);
+	@# compileall does the same work on every core. Like pip, it goes on past a file that does not compile, and
+	@# one does: torch/testing/_internal/py312_intrinsics.py is Python 3.12, so compileall exits 1 on 3.11.
+	$(PY) -m pip install $$([ -t 1 ] || echo --quiet) --disable-pip-version-check --no-compile \
 	  $(if $(TORCH_VERSION),torch==$(TORCH_VERSION) -r <(grep -vE '^(torch|triton)==' requirements.txt),-r requirements.txt)
+	@$(PY) -m compileall -qq -j 0 "$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" || true
 	@$(PY) -c 'import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()["purelib"], "workbook.pth").write_text("$(CURDIR)\n")'
 	@cp requirements.txt $@
 

@@ -415,18 +415,38 @@ def _check_generated_build(build_dir) -> None:
 
 
 def _check_library_sources(ninja_text: str) -> None:
-    """When the project builds the library target wb_scatter itself, it must compile every source that
-    csrc/scatter/CMakeLists.txt compiles: a library made of a few of them fails to link into the program."""
-    from workbook.ops import scatter
-
+    """When the project builds the library target wb_scatter itself, it must compile every .cpp file of
+    csrc/scatter's library (as csrc/scatter/CMakeLists.txt does, through its two unity files, or one by one): a
+    library made of a few of them fails to link into the program."""
     built = set(re.findall(r"^build \S*wb_scatter\.dir/(\S+?)\.o:", ninja_text, re.MULTILINE))
     if not built:
         return  # no wb_scatter target of its own (an imported library, say): the link line tells
-    wanted = [str(Path(source).relative_to("csrc/scatter")) for source in scatter.CPP_SOURCES]
-    missing = [source for source in wanted if not any(path.endswith(source) for path in built)]
+    compiled = {source: _files_compiled_by(source) for source in _library_sources()}
+    wanted = sorted(set().union(*compiled.values()))
+    covered = set().union(*(files for source, files in compiled.items() if any(p.endswith(source) for p in built)))
+    missing = [source for source in wanted if source not in covered]
     if missing:
         raise Mistake(
             f"the library target wb_scatter is not built from all of csrc/scatter's sources (missing: "
             f"{', '.join(missing)}), so the program would not link; build it with csrc/scatter's own "
             "CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
         )
+
+
+SCATTER_DIR = Path(__file__).resolve().parents[2] / "csrc" / "scatter"
+
+
+def _library_sources() -> list[str]:
+    """What the builds compile (the unity files, relative to csrc/scatter) and the .cpp files they include."""
+    from workbook.ops import scatter
+
+    units = [str(Path(source).relative_to("csrc/scatter")) for source in scatter.CPP_SOURCES]
+    return units + sorted({file for unit in units for file in _files_compiled_by(unit)} - set(units))
+
+
+def _files_compiled_by(source: str) -> set[str]:
+    """The .cpp files (relative to csrc/scatter) that compiling `source` compiles: a unity file's includes,
+    or the file itself."""
+    text = (SCATTER_DIR / source).read_text()
+    included = re.findall(r'^#include "(\S+\.cpp)"', text, re.MULTILINE)
+    return {os.path.normpath(Path(source).parent / name) for name in included} or {source}

@@ -40,11 +40,8 @@ from workbook.ops.scatter_reference import (
 )
 
 NAME = "wb_scatter"
-CPP_SOURCES = [
-    f"csrc/scatter/{name}"
-    for name in ("scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp")
-]
-CPP_SOURCES += [f"csrc/scatter/cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
+# Two translation units, which include the library's ten .cpp files (see csrc/scatter/scatter_unity.cpp).
+CPP_SOURCES = ["csrc/scatter/scatter_unity.cpp", "csrc/scatter/cpu/scatter_cpu_unity.cpp"]
 # The dtypes the kernels accept (supported_dtype in csrc/scatter/checks.cpp; the stable port takes the same).
 DTYPES = tuple(getattr(torch, name) for name in "uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split())
 # at::parallel_for runs its loop on OpenMP threads only when the code is compiled with -fopenmp;
