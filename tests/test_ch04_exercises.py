@@ -100,6 +100,20 @@ def test_app_cmake_check_passes_on_the_solution_and_on_variants():
     options = solution.replace("-Wl,--no-as-needed wb_scatter -Wl,--as-needed", "wb_scatter")
     options += "target_link_options(scatter_app PRIVATE -Wl,--no-as-needed)\n"
     assert ch04.check_app_cmake(lambda: options).passed, str(ch04.check_app_cmake(lambda: options))
+    # the library target made of the ten .cpp files one by one, not of the two unity files that include them
+    one_by_one = solution.replace("add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n", "")
+    one_by_one += f"add_library(wb_scatter SHARED {' '.join('../scatter/' + f for f in TEN_FILES)})\n"
+    one_by_one += "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n"
+    assert ch04.check_app_cmake(lambda: one_by_one).passed, str(ch04.check_app_cmake(lambda: one_by_one))
+
+
+# what csrc/scatter/scatter_unity.cpp and cpu/scatter_cpu_unity.cpp include
+TEN_FILES = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
+TEN_FILES += [f"cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
+
+
+def test_the_library_check_knows_the_ten_files_through_the_unity_files():
+    assert sorted(ch04._library_sources()[2:]) == sorted(TEN_FILES)
 
 
 @pytest.mark.parametrize(
@@ -296,6 +310,18 @@ WRONG_ANSWERS = [
             "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n",
         ),
         ("not built from all of csrc/scatter's sources", "checks.cpp", "add_subdirectory(../scatter"),
+    ),
+    WrongAnswer(
+        "4.3",
+        "concept skipped",
+        "the library built from the op-level unity file alone, without the loops' (cpu/scatter_cpu_unity.cpp)",
+        _cmake(
+            "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
+            "",
+            append="add_library(wb_scatter SHARED ../scatter/scatter_unity.cpp)\n"
+            "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n",
+        ),
+        ("not built from all of csrc/scatter's sources", "cpu/scatter_cpu_sum.cpp"),
     ),
     WrongAnswer(
         "4.3",
