@@ -101,19 +101,27 @@ def test_app_cmake_check_passes_on_the_solution_and_on_variants():
     options += "target_link_options(scatter_app PRIVATE -Wl,--no-as-needed)\n"
     assert ch04.check_app_cmake(lambda: options).passed, str(ch04.check_app_cmake(lambda: options))
     # the library target made of the ten .cpp files one by one, not of the two unity files that include them
-    one_by_one = solution.replace("add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n", "")
+    one_by_one = solution.replace(
+        "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n", ""
+    )
     one_by_one += f"add_library(wb_scatter SHARED {' '.join('../scatter/' + f for f in TEN_FILES)})\n"
-    one_by_one += "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n"
+    one_by_one += WITH_OPENMP
     assert ch04.check_app_cmake(lambda: one_by_one).passed, str(ch04.check_app_cmake(lambda: one_by_one))
 
 
-# what csrc/scatter/scatter_unity.cpp and cpu/scatter_cpu_unity.cpp include
-TEN_FILES = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
-TEN_FILES += [f"cpu/scatter_cpu{part}.cpp" for part in ("", "_sum", "_mean", "_min", "_max")]
+# csrc/scatter's library: the six files scatter_unity.cpp includes, and the four loop files compiled apart
+SIX_FILES = ["scatter.cpp", "checks.cpp", "autograd.cpp", "autograd_sum_mean.cpp", "autograd_min_max.cpp"]
+SIX_FILES += ["cpu/scatter_cpu.cpp"]
+TEN_FILES = SIX_FILES + [f"cpu/scatter_cpu_{reduction}.cpp" for reduction in ("sum", "mean", "min", "max")]
+WITH_OPENMP = (
+    "find_package(OpenMP REQUIRED)\ntarget_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES} OpenMP::OpenMP_CXX)\n"
+)
 
 
-def test_the_library_check_knows_the_ten_files_through_the_unity_files():
-    assert sorted(ch04._library_sources()[2:]) == sorted(TEN_FILES)
+def test_the_library_check_knows_the_ten_files_through_the_unity_file():
+    sources = ch04._library_sources()
+    assert sources[0] == "scatter_unity.cpp" and ch04._files_compiled_by(sources[0]) == set(SIX_FILES)
+    assert sorted(set().union(*map(ch04._files_compiled_by, sources))) == sorted(TEN_FILES)
 
 
 @pytest.mark.parametrize(
@@ -314,14 +322,51 @@ WRONG_ANSWERS = [
     WrongAnswer(
         "4.3",
         "concept skipped",
-        "the library built from the op-level unity file alone, without the loops' (cpu/scatter_cpu_unity.cpp)",
+        "the library built from the op-level unity file alone, without the four loop files",
         _cmake(
             "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
             "",
-            append="add_library(wb_scatter SHARED ../scatter/scatter_unity.cpp)\n"
-            "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n",
+            append="add_library(wb_scatter SHARED ../scatter/scatter_unity.cpp)\n" + WITH_OPENMP,
         ),
         ("not built from all of csrc/scatter's sources", "cpu/scatter_cpu_sum.cpp"),
+    ),
+    WrongAnswer(
+        "4.3",
+        "concept skipped",
+        "the library from a glob of csrc/scatter's .cpp files: the unity file and the six files it includes",
+        _cmake(
+            "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
+            "",
+            append="file(GLOB WB_SOURCES ../scatter/*.cpp ../scatter/cpu/*.cpp)\n"
+            "add_library(wb_scatter SHARED ${WB_SOURCES})\n" + WITH_OPENMP,
+        ),
+        ("compiles autograd.cpp, autograd_min_max.cpp", "more than once", "defined twice"),
+    ),
+    WrongAnswer(
+        "4.3",
+        "concept skipped",
+        "the library from the unity file, the loop files and checks.cpp again",
+        _cmake(
+            "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
+            "",
+            append="add_library(wb_scatter SHARED ../scatter/scatter_unity.cpp ../scatter/checks.cpp "
+            + " ".join(f"../scatter/cpu/scatter_cpu_{r}.cpp" for r in ("sum", "mean", "min", "max"))
+            + ")\n"
+            + WITH_OPENMP,
+        ),
+        ("compiles checks.cpp more than once",),
+    ),
+    WrongAnswer(
+        "4.3",
+        "wrong math",
+        "the library's ten files one by one, linked without OpenMP",
+        _cmake(
+            "add_subdirectory(../scatter wb_scatter)  # defines the library target wb_scatter\n",
+            "",
+            append=f"add_library(wb_scatter SHARED {' '.join('../scatter/' + f for f in TEN_FILES)})\n"
+            "target_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES})\n",
+        ),
+        ("without -fopenmp", "one thread", "OpenMP::OpenMP_CXX"),
     ),
     WrongAnswer(
         "4.3",

@@ -2,7 +2,7 @@
 // registers the kernels; they and the torch::autograd::Function each applies are in
 // autograd_sum_mean.cpp (scatter_sum, scatter_mean) and autograd_min_max.cpp (scatter_min,
 // scatter_max). torch's autograd headers and the Functions' code take longest to compile in this
-// library: in two files, they compile in parallel.
+// library; the builds compile both files inside scatter_unity.cpp, which parses those headers once.
 //
 // forward() receives the op's arguments, with `out` set for the accumulate overload and `dim_size`
 // for the functional one; backward() returns one gradient per forward argument: undefined tensors

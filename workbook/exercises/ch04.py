@@ -416,28 +416,45 @@ def _check_generated_build(build_dir) -> None:
 
 def _check_library_sources(ninja_text: str) -> None:
     """When the project builds the library target wb_scatter itself, it must compile every .cpp file of
-    csrc/scatter's library (as csrc/scatter/CMakeLists.txt does, through its two unity files, or one by one): a
-    library made of a few of them fails to link into the program."""
-    built = set(re.findall(r"^build \S*wb_scatter\.dir/(\S+?)\.o:", ninja_text, re.MULTILINE))
-    if not built:
+    csrc/scatter's library once (as csrc/scatter/CMakeLists.txt does: the six op-level files through
+    scatter_unity.cpp, the four loop files apart; or all ten one by one), with OpenMP: a library made of a
+    few of them fails to link into the program, one with a file twice has its functions defined twice, and
+    one without -fopenmp runs its loops on one thread."""
+    objects = re.findall(r"^build (\S*wb_scatter\.dir/(\S+?)\.o):", ninja_text, re.MULTILINE)
+    if not objects:
         return  # no wb_scatter target of its own (an imported library, say): the link line tells
     compiled = {source: _files_compiled_by(source) for source in _library_sources()}
-    wanted = sorted(set().union(*compiled.values()))
-    covered = set().union(*(files for source, files in compiled.items() if any(p.endswith(source) for p in built)))
-    missing = [source for source in wanted if source not in covered]
+    times = dict.fromkeys(sorted(set().union(*compiled.values())), 0)
+    for _, path in objects:
+        for source, files in compiled.items():
+            if path == source or path.endswith("/" + source):
+                for file in files:
+                    times[file] += 1
+    missing = [file for file, count in times.items() if count == 0]
     if missing:
         raise Mistake(
             f"the library target wb_scatter is not built from all of csrc/scatter's sources (missing: "
             f"{', '.join(missing)}), so the program would not link; build it with csrc/scatter's own "
             "CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
         )
-
-
-SCATTER_DIR = Path(__file__).resolve().parents[2] / "csrc" / "scatter"
+    twice = [file for file, count in times.items() if count > 1]
+    if twice:
+        raise Mistake(
+            f"the library target wb_scatter compiles {', '.join(twice)} more than once (scatter_unity.cpp "
+            "includes the six op-level files), so their functions are defined twice and the library does not "
+            "link; build it with csrc/scatter's own CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
+        )
+    for statement, path in objects:
+        if "-fopenmp" not in _ninja_variables(ninja_text, f"build {statement}:").get("FLAGS", ""):
+            raise Mistake(
+                f"the library target wb_scatter compiles {path} without -fopenmp: at::parallel_for then runs "
+                "its loops on one thread, silently; link wb_scatter with OpenMP::OpenMP_CXX (find_package(OpenMP)) "
+                "as csrc/scatter's own CMakeLists.txt does: add_subdirectory(../scatter wb_scatter)"
+            )
 
 
 def _library_sources() -> list[str]:
-    """What the builds compile (the unity files, relative to csrc/scatter) and the .cpp files they include."""
+    """What the builds compile (relative to csrc/scatter), then the .cpp files scatter_unity.cpp includes."""
     from workbook.ops import scatter
 
     units = [str(Path(source).relative_to("csrc/scatter")) for source in scatter.CPP_SOURCES]
@@ -447,6 +464,8 @@ def _library_sources() -> list[str]:
 def _files_compiled_by(source: str) -> set[str]:
     """The .cpp files (relative to csrc/scatter) that compiling `source` compiles: a unity file's includes,
     or the file itself."""
-    text = (SCATTER_DIR / source).read_text()
+    from workbook import CSRC_DIR
+
+    text = (CSRC_DIR / "scatter" / source).read_text()
     included = re.findall(r'^#include "(\S+\.cpp)"', text, re.MULTILINE)
     return {os.path.normpath(Path(source).parent / name) for name in included} or {source}

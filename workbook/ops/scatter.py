@@ -40,8 +40,9 @@ from workbook.ops.scatter_reference import (
 )
 
 NAME = "wb_scatter"
-# Two translation units, which include the library's ten .cpp files (see csrc/scatter/scatter_unity.cpp).
-CPP_SOURCES = ["csrc/scatter/scatter_unity.cpp", "csrc/scatter/cpu/scatter_cpu_unity.cpp"]
+# The op-level files are compiled as one unit, which includes them (csrc/scatter/scatter_unity.cpp says why).
+CPP_SOURCES = ["csrc/scatter/scatter_unity.cpp"]
+CPP_SOURCES += [f"csrc/scatter/cpu/scatter_cpu_{reduction}.cpp" for reduction in ("sum", "mean", "min", "max")]
 # The dtypes the kernels accept (supported_dtype in csrc/scatter/checks.cpp; the stable port takes the same).
 DTYPES = tuple(getattr(torch, name) for name in "uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64".split())
 # at::parallel_for runs its loop on OpenMP threads only when the code is compiled with -fopenmp;
