@@ -13,6 +13,7 @@ from wrong_answers import WrongAnswer
 
 from workbook import build
 from workbook.course import generate
+from workbook.course.checking import Mistake
 from workbook.exercises import ch04
 from workbook.ops import lltm
 
@@ -116,6 +117,41 @@ TEN_FILES = SIX_FILES + [f"cpu/scatter_cpu_{reduction}.cpp" for reduction in ("s
 WITH_OPENMP = (
     "find_package(OpenMP REQUIRED)\ntarget_link_libraries(wb_scatter PRIVATE ${TORCH_LIBRARIES} OpenMP::OpenMP_CXX)\n"
 )
+
+
+def _wb_scatter_objects(*sources, flags="-O3 -DNDEBUG -fPIC -fopenmp -std=gnu++20", target="wb_scatter"):
+    """build.ninja statements as CMake writes them for the objects of `target`, one per source path."""
+    return "".join(
+        f"build {target}/CMakeFiles/{target}.dir{source}.o: CXX_COMPILER__{target}_Release {source}\n  FLAGS = {flags}\n\n"
+        for source in sources
+    )
+
+
+LIBRARY = ["/src/scatter/scatter_unity.cpp"]
+LIBRARY += [f"/src/scatter/cpu/scatter_cpu_{reduction}.cpp" for reduction in ("sum", "mean", "min", "max")]
+
+
+def test_the_library_check_reads_every_object_and_its_flags(tmp_path):
+    check = ch04._check_library_sources
+    check(_wb_scatter_objects(*LIBRARY))
+    check(_wb_scatter_objects(*LIBRARY) + _wb_scatter_objects("/src/scatter/cuda/scatter_cuda.cu", flags="-O3"))
+    one_by_one = ["/src/scatter/" + file for file in TEN_FILES]
+    check(_wb_scatter_objects(*one_by_one))
+    with pytest.raises(Mistake, match=r"missing: checks\.cpp\)"):  # a file whose name ends like one of the ten
+        check(_wb_scatter_objects(*[path.replace("/checks.cpp", "/my_checks.cpp") for path in one_by_one]))
+    for flags in ("-O3 -fopenmp-simd", "-fopenmp -O3 -fno-openmp"):
+        with pytest.raises(Mistake, match="compiles /src/scatter/cpu/scatter_cpu_max.cpp without -fopenmp"):
+            check(_wb_scatter_objects(*LIBRARY[:-1]) + _wb_scatter_objects(LIBRARY[-1], flags=flags))
+    # another target whose name ends in wb_scatter is not the library
+    check(_wb_scatter_objects(*LIBRARY) + _wb_scatter_objects(LIBRARY[1], target="my_wb_scatter"))
+    # CMAKE_UNITY_BUILD: CMake compiles a source of its own that includes the target's sources
+    unity = tmp_path / "wb_scatter.dir" / "Unity" / "unity_0_cxx.cxx"
+    unity.parent.mkdir(parents=True)
+    unity.write_text("".join(f'/* generated */\n#include "{source}"\n' for source in LIBRARY))
+    check(_wb_scatter_objects(str(unity)))
+    unity.write_text("".join(f'#include "{source}"\n' for source in LIBRARY[1:]))
+    with pytest.raises(Mistake, match="missing: autograd.cpp"):
+        check(_wb_scatter_objects(str(unity)))
 
 
 def test_the_library_check_knows_the_ten_files_through_the_unity_file():

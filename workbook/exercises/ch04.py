@@ -377,7 +377,9 @@ def _check_generated_build(build_dir) -> None:
     import shlex
 
     text = (build_dir / "build.ninja").read_text()
-    compile_step = _ninja_variables(text, "build CMakeFiles/scatter_app.dir/app.cpp.o:")
+    # app.cpp's object, or the one CMake compiles it in with CMAKE_UNITY_BUILD (Unity/unity_0_cxx.cxx.o)
+    app_object = re.search(r"^build (CMakeFiles/scatter_app\.dir/(?:app\.cpp|Unity/\S+)\.o):", text, re.MULTILINE)
+    compile_step = _ninja_variables(text, f"build {app_object.group(1)}:") if app_object else {}
     flags = compile_step.get("FLAGS", "")
     standard = re.search(r"-std=(?:c|gnu)\+\+(\w+)", flags)
     if standard is None or standard.group(1) not in ("20", "2a", "23", "2b", "26", "2c"):
@@ -417,40 +419,68 @@ def _check_generated_build(build_dir) -> None:
 def _check_library_sources(ninja_text: str) -> None:
     """When the project builds the library target wb_scatter itself, it must compile every .cpp file of
     csrc/scatter's library once (as csrc/scatter/CMakeLists.txt does: the six op-level files through
-    scatter_unity.cpp, the four loop files apart; or all ten one by one), with OpenMP: a library made of a
-    few of them fails to link into the program, one with a file twice has its functions defined twice, and
-    one without -fopenmp runs its loops on one thread."""
-    objects = re.findall(r"^build (\S*wb_scatter\.dir/(\S+?)\.o):", ninja_text, re.MULTILINE)
-    if not objects:
+    scatter_unity.cpp, the four loop files apart; or all ten one by one), with OpenMP: a library without some
+    of them fails to link or to run, one with a file twice fails to link (a function defined twice) or to
+    load (a namespace registered twice), and one without -fopenmp runs its loops on one thread."""
+    statements = re.findall(r"^build ((?:\S*/)?wb_scatter\.dir/\S+?\.o): \S+ (\S+)", ninja_text, re.MULTILINE)
+    if not statements:
         return  # no wb_scatter target of its own (an imported library, say): the link line tells
     compiled = {source: _files_compiled_by(source) for source in _library_sources()}
     times = dict.fromkeys(sorted(set().union(*compiled.values())), 0)
-    for _, path in objects:
-        for source, files in compiled.items():
-            if path == source or path.endswith("/" + source):
-                for file in files:
-                    times[file] += 1
+    library_objects = []
+    for statement, input_path in statements:
+        for path in _paths_compiled_from(input_path):
+            for source, files in compiled.items():
+                if path == source or path.endswith("/" + source):
+                    library_objects.append((statement, path))
+                    for file in files:
+                        times[file] += 1
     missing = [file for file, count in times.items() if count == 0]
     if missing:
         raise Mistake(
             f"the library target wb_scatter is not built from all of csrc/scatter's sources (missing: "
-            f"{', '.join(missing)}), so the program would not link; build it with csrc/scatter's own "
-            "CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
+            f"{', '.join(missing)}), so the program would fail to link or to run; build it with csrc/scatter's "
+            "own CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
         )
     twice = [file for file, count in times.items() if count > 1]
     if twice:
         raise Mistake(
             f"the library target wb_scatter compiles {', '.join(twice)} more than once (scatter_unity.cpp "
-            "includes the six op-level files), so their functions are defined twice and the library does not "
-            "link; build it with csrc/scatter's own CMakeLists.txt: add_subdirectory(../scatter wb_scatter)"
+            "includes the six op-level files), so the library would fail to link (a function defined twice) or "
+            "to load (a namespace registered twice); build it with csrc/scatter's own CMakeLists.txt: "
+            "add_subdirectory(../scatter wb_scatter)"
         )
-    for statement, path in objects:
-        if "-fopenmp" not in _ninja_variables(ninja_text, f"build {statement}:").get("FLAGS", ""):
+    for statement, path in library_objects:
+        if not _openmp_on(_ninja_variables(ninja_text, f"build {statement}:").get("FLAGS", "")):
             raise Mistake(
                 f"the library target wb_scatter compiles {path} without -fopenmp: at::parallel_for then runs "
                 "its loops on one thread, silently; link wb_scatter with OpenMP::OpenMP_CXX (find_package(OpenMP)) "
                 "as csrc/scatter's own CMakeLists.txt does: add_subdirectory(../scatter wb_scatter)"
             )
+
+
+def _paths_compiled_from(input_path: str) -> list[str]:
+    """The source a build statement compiles, or, for a source CMake generated for a unity build
+    (CMAKE_UNITY_BUILD: Unity/unity_<n>_cxx.cxx), the sources it includes."""
+    if not re.search(r"/Unity/unity_\w+\.cxx$", input_path):
+        return [input_path]
+    try:
+        text = Path(input_path).read_text()
+    except OSError:
+        return [input_path]
+    return re.findall(r'^#include "(.+)"', text, re.MULTILINE)
+
+
+def _openmp_on(flags: str) -> bool:
+    """Whether compiler flags leave OpenMP on: the last of -fopenmp (or -fopenmp=...) and -fno-openmp
+    decides; -fopenmp-simd enables only the simd pragmas, no threads."""
+    state = False
+    for word in flags.split():
+        if word == "-fopenmp" or word.startswith("-fopenmp="):
+            state = True
+        elif word == "-fno-openmp":
+            state = False
+    return state
 
 
 def _library_sources() -> list[str]:
